@@ -1,0 +1,75 @@
+"""``hgresearch reproduce``: execute the analysis notebooks in order with papermill.
+
+The notebooks run are those in ``notebooks/`` whose metadata has
+``{"hgresearch": {"reproduce": true}}``, in file-name order. Each gets the parameters
+``reference_dir``, ``build_dir`` and ``paper_dir``; executed copies go to
+``<build_dir>/notebooks/``. A failing notebook stops the run and names the notebook, the cell
+and the error; its executed copy is kept for inspection.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hgresearch.reference import REPO_ROOT, reference_dir
+
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised during ``reproduce``."""
+
+
+def reproduce_notebooks(notebook_dir: Path = NOTEBOOK_DIR) -> list[Path]:
+    """Notebooks that ``reproduce`` runs, in order."""
+    selected = []
+    for path in sorted(notebook_dir.glob("*.ipynb")):
+        meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+        if meta.get("hgresearch", {}).get("reproduce"):
+            selected.append(path)
+    return selected
+
+
+def execute_notebook(notebook: Path, output: Path, parameters: dict) -> None:
+    """Run one notebook with papermill; raise :class:`NotebookFailed` naming the failing cell."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        pm.execute_notebook(str(notebook), str(output), parameters=parameters,
+                            progress_bar=False, cwd=str(REPO_ROOT), kernel_name="python3")
+    except PapermillExecutionError as err:
+        raise NotebookFailed(
+            f"{notebook} failed in cell {err.exec_count} ({err.ename}: {err.evalue}).\n"
+            f"The executed copy is kept at {output} for inspection.") from None
+
+
+def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
+                  paper_dir: Path = Path("paper"),
+                  echo: Callable[[str], None] = print) -> dict[str, float]:
+    """Execute every reproduce notebook; returns wall seconds per notebook."""
+    ref = reference_dir("ionet-aibc2025", source)
+    build_dir = Path(build_dir).resolve()
+    paper_dir = Path(paper_dir).resolve()
+    parameters = {"reference_dir": str(ref), "build_dir": str(build_dir),
+                  "paper_dir": str(paper_dir)}
+    notebooks = reproduce_notebooks()
+    echo(f"reference data: {ref}")
+    timings: dict[str, float] = {}
+    for index, notebook in enumerate(notebooks, start=1):
+        start = time.perf_counter()
+        echo(f"[{index}/{len(notebooks)}] {notebook.name} ...")
+        execute_notebook(notebook, build_dir / "notebooks" / notebook.name, parameters)
+        timings[notebook.name] = time.perf_counter() - start
+        echo(f"[{index}/{len(notebooks)}] {notebook.name} done in {timings[notebook.name]:.1f} s")
+    headline = build_dir / "headline.json"
+    if headline.exists():
+        echo("headline numbers:")
+        for key, value in json.loads(headline.read_text()).items():
+            echo(f"  {key}: {value}")
+    echo(f"tables in {paper_dir / 'tables'}, figures in {paper_dir / 'figures'}")
+    return timings
