@@ -345,6 +345,8 @@ def read_runs(
     rows: list[dict[str, Any]] = []
     for file in files:
         for row in read_result_file(file, on_error=on_error, skipped=skipped):
+            if file.name == "summary.json" and not row["run_dir"]:
+                row["run_dir"] = str(file.parent)
             if relative_to is not None:
                 try:
                     row["source_file"] = str(Path(row["source_file"]).relative_to(relative_to))

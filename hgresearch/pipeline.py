@@ -66,10 +66,19 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
         execute_notebook(notebook, build_dir / "notebooks" / notebook.name, parameters)
         timings[notebook.name] = time.perf_counter() - start
         echo(f"[{index}/{len(notebooks)}] {notebook.name} done in {timings[notebook.name]:.1f} s")
-    headline = build_dir / "headline.json"
-    if headline.exists():
+    headlines = sorted((build_dir / "headline").glob("*.json"))
+    if headlines:
         echo("headline numbers:")
-        for key, value in json.loads(headline.read_text()).items():
+    for path in headlines:
+        for key, value in json.loads(path.read_text()).items():
             echo(f"  {key}: {value}")
     echo(f"tables in {paper_dir / 'tables'}, figures in {paper_dir / 'figures'}")
     return timings
+
+
+def write_headline(build_dir: str | Path, name: str, numbers: dict[str, object]) -> Path:
+    """Record a notebook's headline numbers; ``reproduce`` prints them at the end."""
+    path = Path(build_dir) / "headline" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(numbers, indent=1, default=str) + "\n")
+    return path

@@ -1,0 +1,3 @@
+from hgresearch.cli import app
+
+app()
