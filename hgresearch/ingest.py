@@ -364,9 +364,9 @@ def read_runs(
 def finalize_runs(table: pd.DataFrame) -> pd.DataFrame:
     """Add ``run_id``, ``repeat_index``/``repeat_count`` and the documented column order."""
     table = table.sort_values(["source_file", "source_line"], kind="stable").reset_index(drop=True)
-    keys = table[POINT_KEYS].astype(str)
-    table["repeat_index"] = keys.groupby(POINT_KEYS, sort=False, dropna=False).cumcount().astype(int)
-    table["repeat_count"] = keys.groupby(POINT_KEYS, sort=False, dropna=False)["model"].transform("size")
+    point = table[POINT_KEYS].apply(lambda col: col.map(str)).agg("|".join, axis=1)
+    table["repeat_index"] = point.groupby(point, sort=False).cumcount().astype(int)
+    table["repeat_count"] = point.groupby(point, sort=False).transform("size").astype(int)
     table["run_id"] = [f"{Path(f).stem}:{line}" for f, line in
                        zip(table.source_file, table.source_line, strict=True)]
     table = table.sort_values(["model", "gpu_name", "gpu_count", "request_rate_qps",

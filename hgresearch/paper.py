@@ -46,7 +46,8 @@ def table1_prices() -> pd.DataFrame:
             if match.empty or pd.isna(match.price_usd_per_gpu_h.iloc[0]):
                 row[title] = "—"
                 continue
-            low, high = match.price_low_usd_per_gpu_h.iloc[0], match.price_high_usd_per_gpu_h.iloc[0]
+            low = match.price_low_usd_per_gpu_h.iloc[0]
+            high = match.price_high_usd_per_gpu_h.iloc[0]
             row[title] = (f"{low:.2f}–{high:.2f}" if low != high
                           else f"{match.price_usd_per_gpu_h.iloc[0]:.2f}")
         rows_of_gpu = prices[prices.gpu_name == gpu]

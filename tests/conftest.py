@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hgresearch.ingest import read_runs
-from hgresearch.reference import ReferenceDataError, reference_dir as find_reference_dir
+from hgresearch.reference import ReferenceDataError
+from hgresearch.reference import reference_dir as find_reference_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from hgresearch.errors import InputError
-from hgresearch.ingest import RUN_COLUMNS, parse_filename, read_result_file, read_runs, select_repeats
+from hgresearch.ingest import (
+    RUN_COLUMNS,
+    parse_filename,
+    read_result_file,
+    read_runs,
+    select_repeats,
+)
 
 H100_14B_16QPS = "vllm_200prompts16qps_DeepSeek-R1-Distill-Qwen-14B_sharegpt_1xNVIDIA-H100-PCIe.json"
 R4090_14B_4QPS = "vllm_200prompts4qps_DeepSeek-R1-Distill-Qwen-14B_sharegpt_2xNVIDIA-GeForce-RTX-4090.json"
@@ -148,3 +154,20 @@ def test_newer_vllm_bench_serve_layout(reference_dir, tmp_path):
     assert row.failed == 3 and row.max_concurrency == 16 and math.isinf(row.request_rate_qps)
     assert row.mean_e2el_ms == 1234.5 and row.p99_e2el_ms == 2345.6
     assert math.isnan(row.p90_e2el_ms)
+
+
+def test_cli_ingest_writes_table_and_reports_errors(reference_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from hgresearch.cli import app
+    from hgresearch.tables import read_frame
+
+    out = tmp_path / "runs.csv"
+    result = CliRunner().invoke(app, ["ingest", str(reference_dir), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert len(read_frame(out)) == 130
+    bad = _copy(reference_dir, tmp_path)
+    _rewrite(bad, lambda r: r.update(gpu_name="NVIDIA-Voodoo-5"))
+    result = CliRunner().invoke(app, ["ingest", str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad}:1, field 'gpu_name'" in result.output
