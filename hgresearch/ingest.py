@@ -309,14 +309,17 @@ def _fail(err: InputError, on_error: str, skipped: list[SkippedLine] | None, fil
 
 
 def result_files(directory: str | Path) -> list[Path]:
-    """Result files under ``directory``: ``*.json``/``*.jsonl`` at top level and every
-    ``summary.json`` of hgresearch run folders below it, sorted by path."""
+    """Result files under ``directory``, sorted by path: the ``summary.json`` of every
+    hgresearch run folder below it (other files of a run folder, such as ``requests.jsonl``
+    and ``config.json``, are not results), and ``*.json``/``*.jsonl`` at its top level when
+    ``directory`` is not itself a run folder."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError("not a directory", file=str(directory))
-    files = {p for p in directory.glob("*.json") if p.is_file()}
-    files |= {p for p in directory.glob("*.jsonl") if p.is_file()}
-    files |= set(directory.rglob("summary.json"))
+    files = set(directory.rglob("summary.json"))
+    if not (directory / "summary.json").exists():
+        files |= {p for p in directory.glob("*.json") if p.is_file()}
+        files |= {p for p in directory.glob("*.jsonl") if p.is_file()}
     return sorted(files)
 
 

@@ -171,3 +171,18 @@ def test_cli_ingest_writes_table_and_reports_errors(reference_dir, tmp_path):
     result = CliRunner().invoke(app, ["ingest", str(bad)])
     assert result.exit_code == 2
     assert f"{bad}:1, field 'gpu_name'" in result.output
+
+
+def test_run_folders_contribute_only_their_summary(reference_dir, tmp_path):
+    record = json.loads((reference_dir / R4090_14B_4QPS).read_text())
+    record["hgresearch_version"] = "0.1.0"
+    run = tmp_path / "sweep" / "run-a"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps(record))
+    (run / "requests.jsonl").write_text('{"request_id": 0}\n')
+    (run / "config.json").write_text('{"seed": 1}')
+    for target in (tmp_path / "sweep", run):
+        runs = read_runs(target)
+        assert len(runs) == 1
+        assert runs.iloc[0].run_dir == str(run)
+        assert runs.iloc[0].source_format == "hgresearch"
