@@ -243,3 +243,25 @@ def totals_vs_intensity(carbon: pd.DataFrame, intensities: np.ndarray) -> pd.Dat
                          "total_g_per_1m_tok": float(intensity) * config.kwh_per_1m_tok
                          + config.embodied_g_per_1m_tok})
     return pd.DataFrame(rows)
+
+
+def break_even_summary(configs: pd.DataFrame,
+                       energy_columns: dict[str, str] | None = None,
+                       embodied_bounds: Iterable[str] = ("low", "central", "high"),
+                       lifetime_years: float = 4.0, utilisation: float = 0.5,
+                       scenarios: Iterable[str] = ("new", "idle_consumer")) -> pd.DataFrame:
+    """Break-even grid intensity of every configuration pair under each energy estimate
+    (label -> J-per-token column) and embodied-carbon bound: how robust the flip point is."""
+    energy_columns = energy_columns or {"TDP model": "tdp_energy_per_tok_j"}
+    frames = []
+    for label, column in energy_columns.items():
+        for bound in embodied_bounds:
+            carbon = configuration_carbon(configs, regions=None, scenarios=scenarios,
+                                          lifetime_years=lifetime_years,
+                                          utilisation=utilisation, energy_column=column,
+                                          embodied_bound=bound)
+            table = break_even_table(carbon)
+            table.insert(1, "energy_estimate", label)
+            table.insert(2, "embodied_bound", bound)
+            frames.append(table)
+    return pd.concat(frames, ignore_index=True)

@@ -495,9 +495,9 @@ def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: in
     edges = np.arange(start, end, block_s * 1e9)
     edges = np.append(edges, end) if edges[-1] < end else edges
     if len(edges) >= 3:  # at least two blocks to resample
-        block_energy = np.array([energy_between(a, b) for a, b in zip(edges[:-1], edges[1:])])
-        block_tok = np.array([tokens_in_window(requests, a, b)
-                              for a, b in zip(edges[:-1], edges[1:])])
+        blocks = list(zip(edges[:-1], edges[1:], strict=True))
+        block_energy = np.array([energy_between(a, b) for a, b in blocks])
+        block_tok = np.array([tokens_in_window(requests, a, b) for a, b in blocks])
         rng = np.random.default_rng(seed)
         pick = rng.integers(0, len(block_energy), size=(n_boot, len(block_energy)))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -562,3 +562,70 @@ def energy_per_run(runs: pd.DataFrame, tdp: str = "paper",
     out = add_tdp_energy(runs, tdp, tdp_overrides, grid_g_per_kwh)
     out = add_power_model(out, power_model)
     return add_measured_energy(out, **measure_kwargs)
+
+
+def ratio_estimates(runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
+                    configurations: Iterable[tuple[str, int, float]]
+                    = tuple(PAPER_TABLE3_CONFIGS)) -> pd.DataFrame:
+    """The efficiency ratio of the first configuration over the second (tokens per kWh) under
+    every estimate: TDP as the paper, datasheet TDP, the power model (central with the
+    independent-bounds bracket; and with both at the same bound), and measured energy when
+    both runs have it. ``runs``: output of :func:`energy_per_run` (one run per point)."""
+    configurations = list(configurations)
+    if len(configurations) != 2:
+        raise ValueError("ratio_estimates compares exactly two configurations")
+    picked = pick_configurations(runs, model, configurations)
+    a, b = picked.iloc[0], picked.iloc[1]
+    rows = []
+    for tdp in ("paper", "datasheet"):
+        t = add_tdp_energy(picked, tdp)
+        watts = "/".join(f"{w:.0f} W" for w in t.tdp_per_gpu_w)
+        rows.append({"estimate": f"TDP model, {tdp} TDP ({watts})",
+                     "ratio": efficiency_ratio(t.tdp_tok_per_kwh.iloc[0],
+                                               t.tdp_tok_per_kwh.iloc[1]),
+                     "low": math.nan, "high": math.nan})
+    if "model_tok_per_kwh_central" in picked:
+        bracket = ratio_bracket(a, b)
+        rows.append({"estimate": "Power model, central (bracket: independent bounds)",
+                     "ratio": bracket["central"], "low": bracket["low"],
+                     "high": bracket["high"]})
+        rows.append({"estimate": "Power model, both at the same bound",
+                     "ratio": bracket["central"],
+                     "low": min(bracket["same_low"], bracket["same_high"]),
+                     "high": max(bracket["same_low"], bracket["same_high"])})
+    if "measured_tok_per_kwh" in picked and picked.measured_tok_per_kwh.notna().all():
+        # Interval from the two runs' energy-per-token intervals, taken as independent bounds.
+        ratio = efficiency_ratio(a.measured_tok_per_kwh, b.measured_tok_per_kwh)
+        rows.append({"estimate": "Measured (NVML)", "ratio": ratio,
+                     "low": b.measured_energy_per_tok_ci_low_j
+                     / a.measured_energy_per_tok_ci_high_j,
+                     "high": b.measured_energy_per_tok_ci_high_j
+                     / a.measured_energy_per_tok_ci_low_j})
+    return pd.DataFrame(rows)
+
+
+def table3_repeats(all_runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
+                   configurations: Iterable[tuple[str, int, float]]
+                   = tuple(PAPER_TABLE3_CONFIGS), tdp: str = "paper") -> pd.DataFrame:
+    """Tokens per kWh (TDP model) of every repeat of the Table 3 configurations, so a table
+    that shows one repeat can say what the others give. ``all_runs``: every run (repeats
+    included). Columns: ``hardware``, ``repeat_index``, ``tdp_tok_per_kwh``."""
+    picked = add_tdp_energy(pick_configurations(all_runs, model, configurations), tdp)
+    return picked[["hardware", "request_rate_qps", "repeat_index", "tdp_tok_per_kwh"]]
+
+
+def run_summaries(paths: Iterable[str | Path]) -> list[Path]:
+    """``summary.json`` of every hgresearch run folder named in ``paths`` (a run folder itself
+    or a folder holding run folders), for :func:`hgresearch.ingest.read_runs`. Naming the
+    summaries keeps a run folder's ``requests.jsonl`` from being read as a result file."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_file():
+            found.append(path)
+        elif (path / "summary.json").exists():
+            found.append(path / "summary.json")
+        elif path.is_dir():
+            found.extend(sorted(path.rglob("summary.json")))
+        else:
+            raise InputError("run folder not found", file=str(path))
+    return found
