@@ -145,3 +145,22 @@ def test_truncated_last_request_line_is_ignored(tmp_path):
     with pytest.raises(InputError) as err:
         energy.measure_run(run)
     assert err.value.line == 2
+
+
+def test_cli_prints_measured_interval_and_missing(tmp_path):
+    from typer.testing import CliRunner
+
+    from hgresearch.cli import app
+
+    make_run_folder(tmp_path / "runs" / "with_nvml", gpu_count=2)
+    make_run_folder(tmp_path / "runs" / "without", gpu_count=1, telemetry=False)
+    result = CliRunner().invoke(app, ["energy", str(tmp_path / "runs"), "-o",
+                                      str(tmp_path / "energy.csv")])
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line for line in result.output.splitlines() if "J/tok" in line}
+    assert "measured 1.86" in lines["with_nvml"] and "measured/TDP 0.67" in lines["with_nvml"]
+    assert "measured: none" in lines["without"]
+    table = pd.read_csv(tmp_path / "energy.csv")
+    assert table.measured_energy_per_tok_j.isna().sum() == 1
+    bad = CliRunner().invoke(app, ["energy", str(tmp_path / "nowhere")])
+    assert bad.exit_code == 2 and "not found" in bad.output
