@@ -324,12 +324,18 @@ MEASURED_COLUMNS = [
 
 
 def read_telemetry(path: str | Path) -> pd.DataFrame:
-    """Read ``telemetry.csv`` (CONTRACTS.md). A missing or header-only file gives an empty
-    table; a bad value raises :class:`InputError` naming the file, line and field."""
+    """Read ``telemetry.csv`` (CONTRACTS.md; ``telemetry.parquet`` beside it is read when the
+    CSV is absent). A missing or header-only file gives an empty table; a bad value raises
+    :class:`InputError` naming the file, line (row + 2 for Parquet) and field."""
     path = Path(path)
-    if not path.exists() or not path.read_text(encoding="utf-8").strip():
+    parquet = path.with_suffix(".parquet")
+    if not path.exists() and parquet.exists():  # the sampler may write Parquet instead
+        path = parquet
+        table = pd.read_parquet(path).map(lambda v: "" if pd.isna(v) else str(v))
+    elif not path.exists() or not path.read_text(encoding="utf-8").strip():
         return pd.DataFrame(columns=TELEMETRY_COLUMNS)
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    else:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
     for column in ("t_ns", "phase", "gpu_index", "power_w"):
         if column not in table.columns:
             raise InputError("required column is missing", file=str(path), field=column)

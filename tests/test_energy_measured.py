@@ -164,3 +164,14 @@ def test_cli_prints_measured_interval_and_missing(tmp_path):
     assert table.measured_energy_per_tok_j.isna().sum() == 1
     bad = CliRunner().invoke(app, ["energy", str(tmp_path / "nowhere")])
     assert bad.exit_code == 2 and "not found" in bad.output
+
+
+def test_parquet_telemetry_gives_the_same_energy(tmp_path):
+    run = make_run_folder(tmp_path / "run", counter=False)
+    csv = energy.measure_run(run)
+    frame = pd.read_csv(run / "telemetry.csv")
+    frame.to_parquet(run / "telemetry.parquet", index=False)
+    (run / "telemetry.csv").unlink()
+    parquet = energy.measure_run(run)
+    assert parquet["measured_energy_j"] == pytest.approx(csv["measured_energy_j"])
+    assert parquet["measured_energy_source"] == "nvml_power_integral"
