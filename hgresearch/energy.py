@@ -499,7 +499,9 @@ def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: in
             (energy_j - result["measured_idle_energy_j"]) / tokens)
     block_s = block_s or max(window_s / 20.0, 1.0)
     edges = np.arange(start, end, block_s * 1e9)
-    edges = np.append(edges, end) if edges[-1] < end else edges
+    if end - edges[-1] < 0.5 * block_s * 1e9 and len(edges) > 1:
+        edges = edges[:-1]  # fold a sliver at the end into the last full block
+    edges = np.append(edges, end)
     if len(edges) >= 3:  # at least two blocks to resample
         blocks = list(zip(edges[:-1], edges[1:], strict=True))
         block_energy = np.array([energy_between(a, b) for a, b in blocks])

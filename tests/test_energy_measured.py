@@ -175,3 +175,18 @@ def test_parquet_telemetry_gives_the_same_energy(tmp_path):
     parquet = energy.measure_run(run)
     assert parquet["measured_energy_j"] == pytest.approx(csv["measured_energy_j"])
     assert parquet["measured_energy_source"] == "nvml_power_integral"
+
+
+def test_run_folder_without_summary_is_an_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError) as err:
+        energy.measure_run(tmp_path / "empty")
+    assert err.value.file.endswith("summary.json")
+    with pytest.raises(InputError):
+        energy.run_summaries([tmp_path / "missing"])
+
+
+def test_block_edges_fold_the_last_sliver(tmp_path):
+    run = make_run_folder(tmp_path / "run", steady=(10.0, 50.3))
+    m = energy.measure_run(run, block_s=2.0)
+    assert m["measured_ci_method"].startswith("block bootstrap, 20 blocks")
