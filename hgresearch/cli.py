@@ -86,5 +86,10 @@ def reproduce(
         raise typer.Exit(1) from None
 
 
+from hgresearch.energy_cli import energy_command  # noqa: E402
+
+app.command("energy")(energy_command)
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -1,0 +1,639 @@
+"""Energy per token of benchmark runs, three ways.
+
+1. **TDP model, exactly as the paper** (its Table 3): every GPU draws its full TDP for the
+   whole run. Power of a configuration = GPU count x replicas x TDP; tokens per hour =
+   token throughput x 3600; tokens per kWh = tokens per hour / kWh per hour; g CO2 per 1M tokens
+   = grid intensity / (tokens per kWh / 1e6). The paper uses 700 W for the H100 PCIe (the SXM
+   figure; the PCIe board's limit is 350 W, see ``data/hardware.csv``) and 450 W for the
+   RTX 4090: ``tdp="paper"`` reproduces that, ``tdp="datasheet"`` uses the catalog's TDP.
+2. **Measured energy** from hgresearch run folders (``summary.json`` + ``telemetry.csv`` +
+   ``requests.jsonl``, see CONTRACTS.md): NVML counter delta (or power integral) over the
+   steady-state window, the idle baseline separately, and a block-bootstrap confidence interval.
+3. **Utilisation-based power model** for runs without telemetry:
+   ``P = P_idle + (P_max - P_idle) * f(u)`` per GPU, with ``u`` the run's token throughput
+   relative to the highest throughput of the same model on the same configuration, and
+   ``P_idle``/``P_max`` from ``data/power_model.csv``. A lower bound (low powers, linear ``f``)
+   and an upper bound (high powers, concave ``f``) bracket the energy per token.
+
+Token counts are input + output tokens, as in the paper's cost and energy figures. Missing
+measurements stay NaN, never zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hgresearch.catalogs import _read_catalog, hardware_catalog
+from hgresearch.errors import InputError
+
+SECONDS_PER_HOUR = 3600.0
+J_PER_KWH = 3.6e6
+
+#: TDP per GPU the paper assumed for its energy table (W). The H100 PCIe value is the paper's
+#: 700 W (the SXM module's TDP); the PCIe board's limit is 350 W (``tdp="datasheet"``).
+PAPER_TDP_W: dict[str, float] = {"H100-PCIe": 700.0, "RTX-4090": 450.0}
+#: The paper's grid intensity: EU-27 average 2023 (g CO2 per kWh).
+PAPER_GRID_G_PER_KWH = 242.0
+#: Configurations of the paper's Table 3: (GPU, GPU count, request rate in QPS).
+PAPER_TABLE3_CONFIGS: list[tuple[str, int, float]] = [("H100-PCIe", 1, 16.0),
+                                                       ("RTX-4090", 2, 4.0)]
+PAPER_TABLE3_MODEL = "DeepSeek-R1-Distill-Qwen-14B"
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. TDP model (the paper's)
+# ---------------------------------------------------------------------------------------------
+
+def tdp_per_gpu_w(gpu_name: str, tdp: str = "paper",
+                  overrides: dict[str, float] | None = None) -> float:
+    """Assumed power of one GPU (W).
+
+    ``tdp="paper"`` uses :data:`PAPER_TDP_W` (falling back to the catalog for other GPUs),
+    ``"datasheet"`` the ``tdp_w`` of ``data/hardware.csv``. ``overrides`` wins over both.
+    NaN when the GPU has no TDP (e.g. ``CPU``).
+    """
+    if overrides and gpu_name in overrides:
+        return float(overrides[gpu_name])
+    if tdp not in ("paper", "datasheet"):
+        raise ValueError(f"tdp must be 'paper' or 'datasheet', got {tdp!r}")
+    if tdp == "paper" and gpu_name in PAPER_TDP_W:
+        return PAPER_TDP_W[gpu_name]
+    hw = hardware_catalog()
+    row = hw[hw.gpu_name == gpu_name]
+    if row.empty:
+        raise KeyError(f"unknown GPU {gpu_name!r}; add it to data/hardware.csv")
+    return float(row.tdp_w.iloc[0])
+
+
+def tokens_per_h(tok_per_s: float) -> float:
+    """Tokens per hour at a sustained token throughput."""
+    return tok_per_s * SECONDS_PER_HOUR
+
+
+def kwh_per_h(power_w: float) -> float:
+    """Energy drawn in one hour (kWh) at a constant power (W)."""
+    return power_w / 1000.0
+
+
+def tokens_per_kwh(tok_per_s: float, power_w: float) -> float:
+    """Tokens per kWh at a sustained throughput and a constant power."""
+    return tokens_per_h(tok_per_s) / kwh_per_h(power_w)
+
+
+def g_co2_per_1m_tok(tok_per_kwh: float, grid_g_per_kwh: float) -> float:
+    """Operational g CO2 per million tokens for a grid intensity (g CO2 per kWh)."""
+    return grid_g_per_kwh / (tok_per_kwh / 1e6)
+
+
+def add_tdp_energy(runs: pd.DataFrame, tdp: str = "paper",
+                   tdp_overrides: dict[str, float] | None = None,
+                   grid_g_per_kwh: float = PAPER_GRID_G_PER_KWH) -> pd.DataFrame:
+    """Return ``runs`` with the paper's TDP-model energy columns added.
+
+    Adds ``tdp_assumption``, ``tdp_per_gpu_w``, ``tdp_power_w`` (whole configuration),
+    ``tdp_energy_j`` (power x run duration), ``tok_per_h``, ``tdp_kwh_per_h``,
+    ``tdp_tok_per_kwh``, ``tdp_energy_per_tok_j`` and ``tdp_g_co2_per_1m_tok`` (at
+    ``grid_g_per_kwh``). Throughput is ``total_token_throughput_tok_per_s`` (input+output).
+    """
+    out = runs.copy()
+    out["tdp_assumption"] = tdp
+    per_gpu = {g: tdp_per_gpu_w(g, tdp, tdp_overrides) for g in out.gpu_name.unique()}
+    out["tdp_per_gpu_w"] = out.gpu_name.map(per_gpu).astype(float)
+    out["tdp_power_w"] = out.tdp_per_gpu_w * out.gpu_count * out.replicas
+    out["tdp_energy_j"] = out.tdp_power_w * out.duration_s
+    out["tok_per_h"] = out.total_token_throughput_tok_per_s * SECONDS_PER_HOUR
+    out["tdp_kwh_per_h"] = out.tdp_power_w / 1000.0
+    out["tdp_tok_per_kwh"] = out.tok_per_h / out.tdp_kwh_per_h
+    out["tdp_energy_per_tok_j"] = out.tdp_power_w / out.total_token_throughput_tok_per_s
+    out["tdp_g_co2_per_1m_tok"] = grid_g_per_kwh / (out.tdp_tok_per_kwh / 1e6)
+    return out
+
+
+def pick_configurations(runs: pd.DataFrame, model: str,
+                        configurations: Iterable[tuple[str, int, float]]) -> pd.DataFrame:
+    """Rows of ``runs`` for ``model`` at each (GPU, GPU count, QPS), in the order given.
+
+    Raises :class:`KeyError` naming the configuration when one has no run (so a typo in a
+    notebook parameter is not silently dropped).
+    """
+    rows = []
+    for gpu_name, gpu_count, qps in configurations:
+        hit = runs[(runs.model == model) & (runs.gpu_name == gpu_name)
+                   & (runs.gpu_count == int(gpu_count)) & (runs.request_rate_qps == float(qps))
+                   & (runs.replicas == 1)]
+        if hit.empty:
+            raise KeyError(f"no run of {model} on {gpu_count}x {gpu_name} at {qps} QPS")
+        rows.append(hit)
+    return pd.concat(rows, ignore_index=True)
+
+
+def table3(runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
+           configurations: Iterable[tuple[str, int, float]] = tuple(PAPER_TABLE3_CONFIGS),
+           tdp: str = "paper", tdp_overrides: dict[str, float] | None = None,
+           grid_g_per_kwh: float = PAPER_GRID_G_PER_KWH) -> pd.DataFrame:
+    """The paper's Table 3: energy efficiency of the chosen configurations under the TDP model.
+
+    ``runs`` should hold one run per point (``select_repeats(runs, "first")``: the paper's
+    14B H100 points were run twice and the first run is used). One row per configuration with
+    throughput, tokens per hour, assumed power and kWh per hour, tokens per kWh, g CO2 per 1M
+    tokens and the efficiency ratio: tokens per kWh relative to the least efficient row.
+    """
+    picked = add_tdp_energy(pick_configurations(runs, model, configurations), tdp,
+                            tdp_overrides, grid_g_per_kwh)
+    table = pd.DataFrame({
+        "Hardware": picked.hardware,
+        "QPS": picked.request_rate_qps,
+        "TDP per GPU (W)": picked.tdp_per_gpu_w,
+        "Tokens/s": picked.total_token_throughput_tok_per_s,
+        "Tokens per hour (M)": picked.tok_per_h / 1e6,
+        "Energy per hour (kWh)": picked.tdp_kwh_per_h,
+        "Tokens per kWh (M)": picked.tdp_tok_per_kwh / 1e6,
+        "g CO2 per 1M tokens": picked.tdp_g_co2_per_1m_tok,
+    })
+    table["Efficiency ratio"] = table["Tokens per kWh (M)"] / table["Tokens per kWh (M)"].min()
+    return table.reset_index(drop=True)
+
+
+def efficiency_ratio(tok_per_kwh_a: float, tok_per_kwh_b: float) -> float:
+    """How many times more tokens per kWh configuration A gives than B."""
+    return tok_per_kwh_a / tok_per_kwh_b
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Utilisation-based power model (bracket for runs without telemetry)
+# ---------------------------------------------------------------------------------------------
+
+#: Shapes of the load -> power curve, ``f(0) = 0``, ``f(1) = 1``.
+LOAD_CURVES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    # Power proportional to load above idle: the classic linear server model.
+    "linear": lambda u: u,
+    # Fan, Weber & Barroso (ISCA 2007) empirical server curve 2u - u^1.4 (slightly concave).
+    "fan2007": lambda u: 2 * u - u ** 1.4,
+    # Strongly concave: power rises quickly with the first requests in flight, as GPU decode
+    # keeps the memory system busy even at small batches.
+    "sqrt": lambda u: np.sqrt(u),
+    # Full P_max whenever anything runs.
+    "busy": lambda u: np.where(u > 0, 1.0, 0.0),
+}
+
+
+@dataclass(frozen=True)
+class PowerModel:
+    """Settings of the utilisation-based model: curve shape and parameter column per bound."""
+
+    lower_curve: str = "linear"
+    central_curve: str = "fan2007"
+    upper_curve: str = "sqrt"
+
+    def curve(self, name: str) -> Callable[[np.ndarray], np.ndarray]:
+        if name not in LOAD_CURVES:
+            raise KeyError(f"unknown load curve {name!r}; known: {sorted(LOAD_CURVES)}")
+        return LOAD_CURVES[name]
+
+
+@functools.cache
+def power_model_catalog() -> pd.DataFrame:
+    """Per-GPU ``p_idle_w``/``p_max_w`` (central, low, high) with sources
+    (``data/power_model.csv``)."""
+    table = _read_catalog(
+        "power_model.csv",
+        {"gpu_name": "str", "p_idle_w": "W", "p_max_w": "W", "power_limit_w": "W"},
+        ["p_idle_w", "p_idle_low_w", "p_idle_high_w", "p_max_w", "p_max_low_w",
+         "p_max_high_w", "power_limit_w"],
+    )
+    path = "data/power_model.csv"
+    for index, row in table.iterrows():
+        line = int(index) + 2
+        for col in ("p_idle_w", "p_idle_low_w", "p_idle_high_w", "p_max_w", "p_max_low_w",
+                    "p_max_high_w", "power_limit_w"):
+            if pd.isna(row[col]):
+                raise InputError("missing value", file=path, line=line, field=col)
+        if not row.p_idle_low_w <= row.p_idle_w <= row.p_idle_high_w:
+            raise InputError("expected p_idle_low_w <= p_idle_w <= p_idle_high_w",
+                             file=path, line=line, field="p_idle_w")
+        if not row.p_max_low_w <= row.p_max_w <= row.p_max_high_w <= row.power_limit_w:
+            raise InputError("expected p_max_low_w <= p_max_w <= p_max_high_w <= power_limit_w",
+                             file=path, line=line, field="p_max_w")
+        if row.p_idle_high_w >= row.p_max_low_w:
+            raise InputError("idle power must be below busy power", file=path, line=line,
+                             field="p_idle_high_w")
+    return table
+
+
+def load_fraction(runs: pd.DataFrame) -> pd.Series:
+    """Load ``u`` in [0, 1] of each run: its token throughput over the highest token throughput
+    of the same model on the same configuration among ``runs`` (the saturated point of the QPS
+    sweep). A proxy for how busy the GPUs were: the reference runs have no utilisation data."""
+    keys = ["model", "gpu_name", "gpu_count", "tensor_parallel_size", "replicas"]
+    peak = runs.groupby(keys, dropna=False).total_token_throughput_tok_per_s.transform("max")
+    return (runs.total_token_throughput_tok_per_s / peak).clip(0.0, 1.0)
+
+
+def modelled_power_w(u: np.ndarray | float, p_idle_w: float, p_max_w: float,
+                     curve: str = "linear") -> np.ndarray:
+    """Power of one GPU at load ``u``: ``P_idle + (P_max - P_idle) * f(u)``."""
+    u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+    return p_idle_w + (p_max_w - p_idle_w) * LOAD_CURVES[curve](u)
+
+
+def add_power_model(runs: pd.DataFrame, model: PowerModel | None = None,
+                    parameters: pd.DataFrame | None = None,
+                    load: pd.Series | None = None) -> pd.DataFrame:
+    """Return ``runs`` with the utilisation-based power bracket added.
+
+    Adds ``load_frac`` and, for each bound ``low``/``central``/``high`` of power,
+    ``model_power_<b>_w`` (whole configuration), ``model_tok_per_kwh_<b>`` and
+    ``model_energy_per_tok_<b>_j``. The ``low`` power uses the low parameters with the lower
+    curve; ``high`` the high parameters with the upper curve, so the energy bracket is
+    [``model_energy_per_tok_low_j``, ``model_energy_per_tok_high_j``]. GPUs missing from the
+    parameter table get NaN. ``load`` overrides :func:`load_fraction` (e.g. measured
+    utilisation).
+    """
+    model = model or PowerModel()
+    params = power_model_catalog() if parameters is None else parameters
+    params = params.set_index("gpu_name")
+    out = runs.copy()
+    out["load_frac"] = load_fraction(out) if load is None else load.astype(float)
+    gpus = out.gpu_count * out.replicas
+    bounds = {"low": ("p_idle_low_w", "p_max_low_w", model.lower_curve),
+              "central": ("p_idle_w", "p_max_w", model.central_curve),
+              "high": ("p_idle_high_w", "p_max_high_w", model.upper_curve)}
+    for bound, (idle_col, max_col, curve) in bounds.items():
+        model.curve(curve)
+        idle = out.gpu_name.map(params[idle_col]).astype(float)
+        peak = out.gpu_name.map(params[max_col]).astype(float)
+        per_gpu = idle + (peak - idle) * LOAD_CURVES[curve](out.load_frac.to_numpy())
+        out[f"model_power_{bound}_w"] = per_gpu * gpus
+        out[f"model_tok_per_kwh_{bound}"] = (out.total_token_throughput_tok_per_s
+                                             * SECONDS_PER_HOUR
+                                             / (out[f"model_power_{bound}_w"] / 1000.0))
+        out[f"model_energy_per_tok_{bound}_j"] = (out[f"model_power_{bound}_w"]
+                                                  / out.total_token_throughput_tok_per_s)
+    return out
+
+
+def ratio_bracket(a: pd.Series, b: pd.Series) -> dict[str, float]:
+    """Efficiency ratio of configuration A over B (tokens per kWh) under the power model.
+
+    ``a`` and ``b`` are rows from :func:`add_power_model`. Returns ``central`` (both central),
+    ``low``/``high``: the smallest and largest ratio over the four combinations of bounds (the
+    two configurations' uncertainties treated as independent), and ``same_low``/``same_high``:
+    both at their low-power or both at their high-power bound (correlated assumptions).
+    """
+    combos = [a[f"model_tok_per_kwh_{x}"] / b[f"model_tok_per_kwh_{y}"]
+              for x in ("low", "high") for y in ("low", "high")]
+    return {"central": float(a.model_tok_per_kwh_central / b.model_tok_per_kwh_central),
+            "low": float(min(combos)), "high": float(max(combos)),
+            "same_low": float(a.model_tok_per_kwh_low / b.model_tok_per_kwh_low),
+            "same_high": float(a.model_tok_per_kwh_high / b.model_tok_per_kwh_high)}
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Measured energy from run folders
+# ---------------------------------------------------------------------------------------------
+
+TELEMETRY_COLUMNS = ["t_ns", "phase", "gpu_index", "power_w", "energy_counter_j",
+                     "gpu_util_pct", "mem_util_pct", "mem_used_mib", "sm_clock_mhz",
+                     "temperature_c", "power_limit_w"]
+_TELEMETRY_NUMERIC = [c for c in TELEMETRY_COLUMNS if c != "phase"]
+
+#: Names the request records may use for the fields we need (first match wins).
+_REQUEST_KEYS = {
+    "first_token_ns": ("first_token_ns", "first_token_t_ns", "ttft_at_ns", "first_token_time_ns"),
+    "done_ns": ("done_ns", "end_ns", "completed_ns", "finish_ns", "done_t_ns"),
+    "prompt_tok": ("prompt_tokens", "prompt_tok", "input_tokens", "prompt_len"),
+    "output_tok": ("output_tokens", "output_tok", "completion_tokens", "output_len"),
+}
+
+MEASURED_COLUMNS = [
+    "measured_energy_source", "measured_window_s", "measured_window_tok",
+    "measured_energy_j", "measured_mean_power_w", "measured_idle_power_w",
+    "measured_idle_energy_j", "measured_energy_per_tok_j", "measured_energy_per_tok_ci_low_j",
+    "measured_energy_per_tok_ci_high_j", "measured_dynamic_energy_per_tok_j",
+    "measured_tok_per_kwh", "measured_to_tdp_ratio", "measured_ci_method",
+]
+
+
+def read_telemetry(path: str | Path) -> pd.DataFrame:
+    """Read ``telemetry.csv`` (CONTRACTS.md; ``telemetry.parquet`` beside it is read when the
+    CSV is absent). A missing or header-only file gives an empty table; a bad value raises
+    :class:`InputError` naming the file, line (row + 2 for Parquet) and field."""
+    path = Path(path)
+    parquet = path.with_suffix(".parquet")
+    if not path.exists() and parquet.exists():  # the sampler may write Parquet instead
+        path = parquet
+        table = pd.read_parquet(path).map(lambda v: "" if pd.isna(v) else str(v))
+    elif not path.exists() or not path.read_text(encoding="utf-8").strip():
+        return pd.DataFrame(columns=TELEMETRY_COLUMNS)
+    else:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for column in ("t_ns", "phase", "gpu_index", "power_w"):
+        if column not in table.columns:
+            raise InputError("required column is missing", file=str(path), field=column)
+    for column in _TELEMETRY_NUMERIC:
+        if column not in table.columns:
+            table[column] = ""
+        raw = table[column].str.strip()
+        values = pd.to_numeric(raw.replace("", np.nan), errors="coerce")
+        bad = raw.ne("") & values.isna()
+        if bad.any():
+            index = int(bad.idxmax())
+            raise InputError(f"expected a number, got {table[column][index]!r}",
+                             file=str(path), line=index + 2, field=column)
+        if column in ("t_ns", "gpu_index") and values.isna().any():
+            index = int(values.isna().idxmax())
+            raise InputError("value is required", file=str(path), line=index + 2, field=column)
+        table[column] = values
+    bad_phase = ~table.phase.isin(["idle", "run"])
+    if bad_phase.any():
+        index = int(bad_phase.idxmax())
+        raise InputError(f"expected 'idle' or 'run', got {table.phase[index]!r}",
+                         file=str(path), line=index + 2, field="phase")
+    table["t_ns"] = table.t_ns.astype("int64")
+    table["gpu_index"] = table.gpu_index.astype("int64")
+    return table[TELEMETRY_COLUMNS].sort_values(["gpu_index", "t_ns"], kind="stable"
+                                                ).reset_index(drop=True)
+
+
+def _request_value(record: dict[str, Any], field: str) -> float:
+    for key in _REQUEST_KEYS[field]:
+        if key in record and record[key] is not None:
+            return float(record[key])
+    return math.nan
+
+
+def read_request_tokens(path: str | Path) -> pd.DataFrame:
+    """Per successful request: ``first_token_ns``, ``done_ns``, ``prompt_tok``, ``output_tok``
+    from ``requests.jsonl`` (field names of CONTRACTS.md's request records; a truncated last
+    line, as a crash leaves it, is ignored)."""
+    path = Path(path)
+    rows = []
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError:
+            if number == len(lines):  # the in-flight line of a killed run
+                continue
+            raise InputError("malformed JSON", file=str(path), line=number) from None
+        if record.get("success") is False:
+            continue
+        row = {field: _request_value(record, field) for field in _REQUEST_KEYS}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(_REQUEST_KEYS))
+
+
+def tokens_in_window(requests: pd.DataFrame, start_ns: float, end_ns: float) -> float:
+    """Tokens processed inside [start, end]: a request's prompt tokens count at its first token
+    (prefill done), its output tokens spread evenly between first token and completion."""
+    if requests.empty:
+        return math.nan
+    first, done = requests.first_token_ns.to_numpy(), requests.done_ns.to_numpy()
+    prompt = np.nan_to_num(requests.prompt_tok.to_numpy())
+    output = np.nan_to_num(requests.output_tok.to_numpy())
+    in_prompt = (first >= start_ns) & (first < end_ns)
+    span = np.maximum(done - first, 1.0)
+    overlap = np.clip(np.minimum(done, end_ns) - np.maximum(first, start_ns), 0.0, None)
+    instant = done <= first  # everything arrived at once
+    frac = np.where(instant, ((first >= start_ns) & (first < end_ns)).astype(float),
+                    overlap / span)
+    return float(np.sum(prompt * in_prompt) + np.sum(output * frac))
+
+
+def _gpu_energy_between(samples: pd.DataFrame, start_ns: float, end_ns: float,
+                        use_counter: bool) -> float:
+    """Energy (J) of one GPU between two instants: counter values interpolated at both ends,
+    or the trapezoid integral of power (samples clipped to the interval)."""
+    t = samples.t_ns.to_numpy(dtype=float)
+    if len(t) < 2 or end_ns <= start_ns:
+        return math.nan
+    if use_counter:
+        counter = samples.energy_counter_j.to_numpy(dtype=float)
+        return float(np.interp(end_ns, t, counter) - np.interp(start_ns, t, counter))
+    power = samples.power_w.to_numpy(dtype=float)
+    grid = np.concatenate([[start_ns], t[(t > start_ns) & (t < end_ns)], [end_ns]])
+    values = np.interp(grid, t, power)
+    return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(grid)) / 1e9)
+
+
+def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: int = 2000,
+                seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
+    """Measured energy of one run folder over its steady-state window.
+
+    Energy: per GPU, the NVML energy counter delta when every run sample of that GPU has it
+    (``nvml_energy_counter``), else the trapezoid integral of power (``nvml_power_integral``),
+    summed over GPUs. Tokens: input+output tokens processed inside the window
+    (:func:`tokens_in_window`). Idle: mean summed power of the ``idle`` samples, also expressed
+    as the energy an idle machine would draw over the window, so that energy per token can be
+    split into idle and dynamic parts.
+
+    Confidence interval: moving-block bootstrap over time. The window is cut into blocks of
+    ``block_s`` seconds (default: window / 20, at least 1 s); each block gets its energy and
+    its tokens; blocks are resampled with replacement (``n_boot`` times, seeded) and the
+    ratio sum(energy) / sum(tokens) gives the interval's percentiles. Blocks keep the
+    autocorrelation of power samples inside them; resampling energy and tokens together keeps
+    their covariance.
+
+    Returns a dict of :data:`MEASURED_COLUMNS`; values are NaN (source ``None``) when the folder
+    has no usable telemetry.
+    """
+    run_dir = Path(run_dir)
+    summary_path = run_dir / "summary.json"
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("run folder has no summary.json", file=str(summary_path)) from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"malformed JSON: {err.msg}", file=str(summary_path),
+                         line=err.lineno) from None
+    result: dict[str, Any] = {c: math.nan for c in MEASURED_COLUMNS}
+    result["measured_energy_source"] = None
+    result["measured_ci_method"] = None
+    telemetry = read_telemetry(run_dir / "telemetry.csv")
+    idle = telemetry[telemetry.phase == "idle"]
+    if not idle.empty and idle.power_w.notna().any():
+        result["measured_idle_power_w"] = float(idle.groupby("gpu_index").power_w.mean().sum())
+    elif summary.get("idle_power_w") is not None:
+        result["measured_idle_power_w"] = float(summary["idle_power_w"])
+    run = telemetry[(telemetry.phase == "run") & telemetry.power_w.notna()]
+    start = summary.get("steady_start_ns", summary.get("run_start_ns"))
+    end = summary.get("steady_end_ns", summary.get("run_end_ns"))
+    if run.empty or start is None or end is None or float(end) <= float(start):
+        return result
+    start, end = float(start), float(end)
+    window_s = (end - start) / 1e9
+    requests = read_request_tokens(run_dir / "requests.jsonl")
+    tokens = tokens_in_window(requests, start, end)
+    gpus = {index: frame for index, frame in run.groupby("gpu_index")}
+    counters = {i: bool(g.energy_counter_j.notna().all()) for i, g in gpus.items()}
+    use_counter = all(counters.values())
+    source = "nvml_energy_counter" if use_counter else "nvml_power_integral"
+
+    def energy_between(a: float, b: float) -> float:
+        return sum(_gpu_energy_between(g, a, b, counters[i]) for i, g in gpus.items())
+
+    energy_j = energy_between(start, end)
+    result.update({
+        "measured_energy_source": source, "measured_window_s": window_s,
+        "measured_window_tok": tokens, "measured_energy_j": energy_j,
+        "measured_mean_power_w": energy_j / window_s,
+    })
+    if not tokens or math.isnan(tokens):
+        return result
+    result["measured_energy_per_tok_j"] = energy_j / tokens
+    result["measured_tok_per_kwh"] = tokens / (energy_j / J_PER_KWH)
+    if not math.isnan(result["measured_idle_power_w"]):
+        result["measured_idle_energy_j"] = result["measured_idle_power_w"] * window_s
+        result["measured_dynamic_energy_per_tok_j"] = (
+            (energy_j - result["measured_idle_energy_j"]) / tokens)
+    block_s = block_s or max(window_s / 20.0, 1.0)
+    edges = np.arange(start, end, block_s * 1e9)
+    if end - edges[-1] < 0.5 * block_s * 1e9 and len(edges) > 1:
+        edges = edges[:-1]  # fold a sliver at the end into the last full block
+    edges = np.append(edges, end)
+    if len(edges) >= 3:  # at least two blocks to resample
+        blocks = list(zip(edges[:-1], edges[1:], strict=True))
+        block_energy = np.array([energy_between(a, b) for a, b in blocks])
+        block_tok = np.array([tokens_in_window(requests, a, b) for a, b in blocks])
+        rng = np.random.default_rng(seed)
+        pick = rng.integers(0, len(block_energy), size=(n_boot, len(block_energy)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = block_energy[pick].sum(axis=1) / block_tok[pick].sum(axis=1)
+        ratios = ratios[np.isfinite(ratios)]
+        if len(ratios):
+            alpha = (1 - confidence) / 2
+            result["measured_energy_per_tok_ci_low_j"] = float(np.quantile(ratios, alpha))
+            result["measured_energy_per_tok_ci_high_j"] = float(np.quantile(ratios, 1 - alpha))
+            result["measured_ci_method"] = (f"block bootstrap, {len(block_energy)} blocks of "
+                                            f"{block_s:.3g} s, {n_boot} resamples, seed {seed}")
+    return result
+
+
+def add_measured_energy(runs: pd.DataFrame, tdp: str = "datasheet",
+                        tdp_overrides: dict[str, float] | None = None,
+                        **measure_kwargs: Any) -> pd.DataFrame:
+    """Return ``runs`` with the :data:`MEASURED_COLUMNS` of :func:`measure_run` for every run
+    that has a ``run_dir`` (NaN otherwise, never zero).
+
+    ``measured_to_tdp_ratio`` is measured mean power over the TDP-model power of the same
+    configuration (``tdp`` assumption; the datasheet TDP by default: the board limit).
+    A run folder with ``energy_j`` in its summary but no telemetry file keeps its summary's
+    energy per token (source from the summary, no interval).
+    """
+    out = runs.copy()
+    measured = []
+    for row in out.itertuples():
+        run_dir = getattr(row, "run_dir", None)
+        if run_dir is None or (isinstance(run_dir, float) and math.isnan(run_dir)):
+            values = {c: math.nan for c in MEASURED_COLUMNS}
+            values["measured_energy_source"] = None
+            values["measured_ci_method"] = None
+        else:
+            values = measure_run(run_dir, **measure_kwargs)
+            if values["measured_energy_source"] is None and not math.isnan(row.energy_j):
+                values["measured_energy_source"] = row.energy_source
+                values["measured_energy_j"] = row.energy_j
+                values["measured_window_s"] = row.duration_s
+                values["measured_window_tok"] = float(row.total_tok)
+                values["measured_mean_power_w"] = row.energy_j / row.duration_s
+                values["measured_energy_per_tok_j"] = row.energy_j / row.total_tok
+                values["measured_tok_per_kwh"] = row.total_tok / (row.energy_j / J_PER_KWH)
+        try:
+            tdp_power = tdp_per_gpu_w(row.gpu_name, tdp, tdp_overrides) * row.gpu_count \
+                * row.replicas
+        except KeyError:
+            tdp_power = math.nan
+        values["measured_to_tdp_ratio"] = values["measured_mean_power_w"] / tdp_power
+        measured.append(values)
+    frame = pd.DataFrame(measured, columns=MEASURED_COLUMNS, index=out.index)
+    for column in MEASURED_COLUMNS:
+        out[column] = frame[column]
+    return out
+
+
+def energy_per_run(runs: pd.DataFrame, tdp: str = "paper",
+                   tdp_overrides: dict[str, float] | None = None,
+                   grid_g_per_kwh: float = PAPER_GRID_G_PER_KWH,
+                   power_model: PowerModel | None = None, **measure_kwargs: Any) -> pd.DataFrame:
+    """All three energy estimates for every run: TDP model, power-model bracket, measured."""
+    out = add_tdp_energy(runs, tdp, tdp_overrides, grid_g_per_kwh)
+    out = add_power_model(out, power_model)
+    return add_measured_energy(out, **measure_kwargs)
+
+
+def ratio_estimates(runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
+                    configurations: Iterable[tuple[str, int, float]]
+                    = tuple(PAPER_TABLE3_CONFIGS)) -> pd.DataFrame:
+    """The efficiency ratio of the first configuration over the second (tokens per kWh) under
+    every estimate: TDP as the paper, datasheet TDP, the power model (central with the
+    independent-bounds bracket; and with both at the same bound), and measured energy when
+    both runs have it. ``runs``: output of :func:`energy_per_run` (one run per point)."""
+    configurations = list(configurations)
+    if len(configurations) != 2:
+        raise ValueError("ratio_estimates compares exactly two configurations")
+    picked = pick_configurations(runs, model, configurations)
+    a, b = picked.iloc[0], picked.iloc[1]
+    rows = []
+    for tdp in ("paper", "datasheet"):
+        t = add_tdp_energy(picked, tdp)
+        watts = "/".join(f"{w:.0f} W" for w in t.tdp_per_gpu_w)
+        rows.append({"estimate": f"TDP model, {tdp} TDP ({watts})",
+                     "ratio": efficiency_ratio(t.tdp_tok_per_kwh.iloc[0],
+                                               t.tdp_tok_per_kwh.iloc[1]),
+                     "low": math.nan, "high": math.nan})
+    if "model_tok_per_kwh_central" in picked:
+        bracket = ratio_bracket(a, b)
+        rows.append({"estimate": "Power model, central (bracket: independent bounds)",
+                     "ratio": bracket["central"], "low": bracket["low"],
+                     "high": bracket["high"]})
+        rows.append({"estimate": "Power model, both at the same bound",
+                     "ratio": bracket["central"],
+                     "low": min(bracket["same_low"], bracket["same_high"]),
+                     "high": max(bracket["same_low"], bracket["same_high"])})
+    if "measured_tok_per_kwh" in picked and picked.measured_tok_per_kwh.notna().all():
+        # Interval from the two runs' energy-per-token intervals, taken as independent bounds.
+        ratio = efficiency_ratio(a.measured_tok_per_kwh, b.measured_tok_per_kwh)
+        rows.append({"estimate": "Measured (NVML)", "ratio": ratio,
+                     "low": b.measured_energy_per_tok_ci_low_j
+                     / a.measured_energy_per_tok_ci_high_j,
+                     "high": b.measured_energy_per_tok_ci_high_j
+                     / a.measured_energy_per_tok_ci_low_j})
+    return pd.DataFrame(rows)
+
+
+def table3_repeats(all_runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
+                   configurations: Iterable[tuple[str, int, float]]
+                   = tuple(PAPER_TABLE3_CONFIGS), tdp: str = "paper") -> pd.DataFrame:
+    """Tokens per kWh (TDP model) of every repeat of the Table 3 configurations, so a table
+    that shows one repeat can say what the others give. ``all_runs``: every run (repeats
+    included). Columns: ``hardware``, ``repeat_index``, ``tdp_tok_per_kwh``."""
+    picked = add_tdp_energy(pick_configurations(all_runs, model, configurations), tdp)
+    return picked[["hardware", "request_rate_qps", "repeat_index", "tdp_tok_per_kwh"]]
+
+
+def run_summaries(paths: Iterable[str | Path]) -> list[Path]:
+    """``summary.json`` of every hgresearch run folder named in ``paths`` (a run folder itself
+    or a folder holding run folders), for :func:`hgresearch.ingest.read_runs`. Naming the
+    summaries keeps a run folder's ``requests.jsonl`` from being read as a result file."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_file():
+            found.append(path)
+        elif (path / "summary.json").exists():
+            found.append(path / "summary.json")
+        elif path.is_dir():
+            found.extend(sorted(path.rglob("summary.json")))
+        else:
+            raise InputError("run folder not found", file=str(path))
+    return found

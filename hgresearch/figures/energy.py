@@ -1,0 +1,144 @@
+"""Energy and carbon figures (one function per figure, each returns the Figure)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from hgresearch.figures.style import COUNT_MARKERS, apply_style, color_for
+
+_COUNT_STYLES = {1: "-", 2: "--", 4: "-.", 8: ":"}
+_SCENARIO_TITLES = {"new": "New hardware (embodied carbon charged)",
+                    "idle_consumer": "Idle consumer GPUs already bought (embodied sunk)"}
+
+
+def tokens_per_kwh_vs_qps(runs: pd.DataFrame, model: str) -> plt.Figure:
+    """Tokens per kWh per configuration across request rates: the paper's TDP model (line,
+    markers) and the utilisation-based power-model bracket (shaded band).
+
+    ``runs`` comes from :func:`hgresearch.energy.energy_per_run` (one run per point).
+    """
+    apply_style()
+    data = runs[(runs.model == model) & (runs.replicas == 1)]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for (gpu, count), group in data.groupby(["gpu_name", "gpu_count"], sort=True):
+        group = group.sort_values("request_rate_qps")
+        qps = group.request_rate_qps.to_numpy()
+        color = color_for(gpu)
+        style = _COUNT_STYLES.get(int(count), "-")
+        ax.fill_between(qps, group.model_tok_per_kwh_high / 1e6, group.model_tok_per_kwh_low / 1e6,
+                        color=color, alpha=0.12, linewidth=0)
+        ax.plot(qps, group.model_tok_per_kwh_central / 1e6, color=color, linestyle=style,
+                linewidth=0.8, alpha=0.7)
+        ax.plot(qps, group.tdp_tok_per_kwh / 1e6, color=color, linestyle=style,
+                marker=COUNT_MARKERS.get(int(count), "o"), linewidth=1.6,
+                label=f"{int(count)}x {gpu} (TDP {group.tdp_per_gpu_w.iloc[0]:.0f} W/GPU)")
+    ax.set_xscale("log", base=2)
+    ticks = sorted(data.request_rate_qps.unique())
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlabel("Target request rate (QPS)")
+    ax.set_ylabel("Tokens per kWh (millions)")
+    ax.set_title(f"Energy efficiency, {model}\nthick: TDP model as the paper; thin + band: "
+                 "power model (central, low-high)")
+    ax.legend(loc="upper left", frameon=False)
+    ax.set_ylim(bottom=0)
+    return fig
+
+
+def carbon_stacked(carbon: pd.DataFrame) -> plt.Figure:
+    """Operational + embodied g CO2e per 1M tokens per region, one bar per configuration,
+    one panel per scenario (:func:`hgresearch.carbon.configuration_carbon`)."""
+    apply_style()
+    scenarios = list(dict.fromkeys(carbon.scenario))
+    regions = list(dict.fromkeys(carbon.region))
+    configs = list(dict.fromkeys(zip(carbon.hardware, carbon.request_rate_qps, carbon.gpu_name,
+                                     strict=True)))
+    fig, axes = plt.subplots(len(scenarios), 1, figsize=(7.2, 2.6 * len(scenarios) + 0.6),
+                             sharex=True, sharey=True, squeeze=False)
+    width = 0.8 / len(configs)
+    x = np.arange(len(regions))
+    for ax, scenario in zip(axes[:, 0], scenarios, strict=True):
+        part = carbon[carbon.scenario == scenario]
+        for k, (hardware, qps, gpu) in enumerate(configs):
+            rows = part[(part.hardware == hardware) & (part.request_rate_qps == qps)]
+            rows = rows.set_index("region").loc[regions]
+            offset = x - 0.4 + width * (k + 0.5)
+            color = color_for(gpu)
+            ax.bar(offset, rows.operational_g_per_1m_tok, width, color=color,
+                   label=f"{hardware} @ {qps:g} QPS: operational")
+            ax.bar(offset, rows.embodied_g_per_1m_tok, width,
+                   bottom=rows.operational_g_per_1m_tok, color=color, alpha=0.35,
+                   hatch="///", edgecolor="white", linewidth=0,
+                   label=f"{hardware} @ {qps:g} QPS: embodied")
+        ax.set_title(_SCENARIO_TITLES.get(scenario, scenario))
+        ax.set_ylabel("g CO2e per 1M tokens")
+    axes[0, 0].legend(frameon=False, ncol=2, loc="upper left")
+    intensity = carbon.drop_duplicates("region").set_index("region").loc[regions].g_co2_per_kwh
+    axes[-1, 0].set_xticks(x, [f"{r}\n{g:.0f}" for r, g in zip(regions, intensity, strict=True)])
+    axes[-1, 0].set_xlabel("Grid region and intensity (g CO2 per kWh)")
+    fig.tight_layout()
+    return fig
+
+
+def break_even(totals: pd.DataFrame, grid: pd.DataFrame, crossings: pd.DataFrame,
+               zoom_g_per_kwh: float = 120.0) -> plt.Figure:
+    """Total g CO2e per 1M tokens vs grid intensity for each configuration and scenario, the
+    break-even intensities marked, the catalog's regions as ticks on top; the right panel
+    zooms on clean grids (0 to ``zoom_g_per_kwh``), where the ranking can flip.
+
+    ``totals``: :func:`hgresearch.carbon.totals_vs_intensity`; ``grid``: the grid catalog rows
+    shown; ``crossings``: :func:`hgresearch.carbon.break_even_table`.
+    """
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.4), gridspec_kw={"width_ratios": [3, 2]})
+    scenario_styles = {"new": "-", "idle_consumer": "--"}
+    for ax, limit in zip(axes, (float(totals.g_co2_per_kwh.max()), zoom_g_per_kwh), strict=True):
+        shown = totals[totals.g_co2_per_kwh <= limit]
+        for (scenario, hardware, qps), group in shown.groupby(
+                ["scenario", "hardware", "request_rate_qps"], sort=False):
+            ax.plot(group.g_co2_per_kwh, group.total_g_per_1m_tok,
+                    color=color_for(group.gpu_name.iloc[0]),
+                    linestyle=scenario_styles.get(scenario, ":"),
+                    label=f"{hardware} @ {qps:g} QPS, {scenario}")
+        ax.set_xlim(0, limit)
+        ax.set_ylim(bottom=0)
+        for row in crossings.dropna(subset=["break_even_g_per_kwh"]).itertuples():
+            if row.break_even_g_per_kwh <= limit:
+                ax.axvline(row.break_even_g_per_kwh, color="#444444", linewidth=0.8,
+                           linestyle=":")
+                ax.annotate(f"break-even ({row.scenario})\n{row.break_even_g_per_kwh:.0f} g/kWh",
+                            (row.break_even_g_per_kwh, ax.get_ylim()[1] * 0.97), fontsize=7,
+                            xytext=(4, 0), textcoords="offset points", va="top")
+        visible = grid[grid.g_co2_per_kwh <= limit]
+        top = ax.secondary_xaxis("top")
+        top.set_xticks(visible.g_co2_per_kwh.to_list(), visible.region.to_list(), rotation=90,
+                       fontsize=6.5)
+        ax.set_xlabel("Grid carbon intensity (g CO2 per kWh)")
+    axes[0].set_ylabel("Total g CO2e per 1M tokens")
+    axes[1].set_title(f"zoom: 0-{zoom_g_per_kwh:g} g/kWh", fontsize=8)
+    axes[0].legend(frameon=False, loc="upper left", bbox_to_anchor=(0.0, 0.9))
+    fig.tight_layout()
+    return fig
+
+
+def efficiency_ratio_bracket(estimates: pd.DataFrame) -> plt.Figure:
+    """The paper's efficiency ratio under each energy estimate, with its bracket.
+
+    ``estimates`` has ``estimate`` (label), ``ratio``, ``low``, ``high`` (NaN: no bracket).
+    """
+    apply_style()
+    fig, ax = plt.subplots(figsize=(6.4, 0.55 * len(estimates) + 1.2))
+    y = np.arange(len(estimates))[::-1]
+    low = (estimates.ratio - estimates.low).fillna(0).clip(lower=0)
+    high = (estimates.high - estimates.ratio).fillna(0).clip(lower=0)
+    ax.errorbar(estimates.ratio, y, xerr=[low, high], fmt="o", color="#1f4e79", capsize=3)
+    for yy, ratio in zip(y, estimates.ratio, strict=True):
+        ax.annotate(f"{ratio:.2f}x", (ratio, yy), xytext=(0, 6), textcoords="offset points",
+                    ha="center", fontsize=7.5)
+    ax.set_yticks(y, estimates.estimate)
+    ax.axvline(1.0, color="#888888", linewidth=0.8)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("Tokens per kWh, H100 config / RTX 4090 config")
+    ax.set_title("The paper's efficiency ratio under different power assumptions")
+    return fig
