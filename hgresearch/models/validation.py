@@ -19,7 +19,12 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.costs import SECONDS_PER_HOUR
-from hgresearch.models.capacity import Schedule, estimate_schedule, fit_capacity
+from hgresearch.models.capacity import (
+    CapacityFit,
+    Schedule,
+    estimate_schedule,
+    fit_capacity,
+)
 from hgresearch.models.common import (
     ModelInputError,
     ModelWarning,
@@ -35,7 +40,8 @@ TTFT_GOAL_PCT = 25.0
 
 
 def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form: str,
-                      metric: str, rho_max: float, full_capacity: float) -> list[dict]:
+                      metric: str, rho_max: float, full: CapacityFit,
+                      alt_forms: tuple[str, ...]) -> list[dict]:
     rows = []
     rates = np.unique(group.request_rate_qps.to_numpy(float))
     for held in rates:
@@ -44,7 +50,7 @@ def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form:
         base = {"configuration": config_label(group.iloc[0]), "held_out_qps": held,
                 "n_test_runs": len(test)}
         try:
-            cap = fit_capacity(train, schedule, drain, interval=False)
+            cap = fit_capacity(train, schedule, drain, interval=False, start=full)
         except ModelInputError as err:
             rows.append({**base, "note": f"capacity not refitted: {err}"})
             continue
@@ -53,7 +59,7 @@ def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form:
         thr_obs = float(test.request_throughput_rps.mean())
         thr_pred = float(np.mean(n / duration_pred))
         row = {**base, "capacity_fold_rps": cap.capacity_rps,
-               "capacity_shift_pct": 100.0 * (cap.capacity_rps / full_capacity - 1.0),
+               "capacity_shift_pct": 100.0 * (cap.capacity_rps / full.capacity_rps - 1.0),
                "throughput_obs_rps": thr_obs, "throughput_pred_rps": thr_pred,
                "throughput_err_pct": 100.0 * (thr_pred / thr_obs - 1.0)}
         if "cost_usd_per_1m_tok" in test and "price_usd_per_gpu_h" in test:
@@ -68,14 +74,19 @@ def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form:
         rho = held / cap.capacity_rps
         row["rho_fold"] = rho
         if metric in test and rho < rho_max:
-            try:
-                lat = fit_latency(train, cap.capacity_rps, metric, form, rho_max)
+            obs = float(test[metric].mean())
+            for this_form in (form, *alt_forms):
+                try:
+                    lat = fit_latency(train, cap.capacity_rps, metric, this_form, rho_max)
+                except ModelInputError as err:
+                    row["note"] = f"latency not refitted: {err}"
+                    break
                 pred = float(lat.predict(np.array([held]))["mean"].iloc[0])
-                obs = float(test[metric].mean())
-                row.update({"ttft_obs_ms": obs, "ttft_pred_ms": pred,
-                            "ttft_err_pct": 100.0 * (pred / obs - 1.0)})
-            except ModelInputError as err:
-                row["note"] = f"latency not refitted: {err}"
+                if this_form == form:
+                    row.update({"ttft_obs_ms": obs, "ttft_pred_ms": pred,
+                                "ttft_err_pct": 100.0 * (pred / obs - 1.0)})
+                else:
+                    row[f"ttft_err_pct[latency={this_form}]"] = 100.0 * (pred / obs - 1.0)
         elif rho >= rho_max:
             row["note"] = "held-out rate at or above fitted capacity: latency not predicted"
         rows.append(row)
@@ -84,8 +95,12 @@ def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form:
 
 def leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = None,
                       drain: str = "constant", form: str = "queue", metric: str = "p90_ttft_ms",
-                      rho_max: float = DEFAULT_RHO_MAX) -> pd.DataFrame:
+                      rho_max: float = DEFAULT_RHO_MAX, alt_forms: tuple[str, ...] = ()
+                      ) -> pd.DataFrame:
     """Held-out predictions, one row per (configuration, held-out rate).
+
+    ``alt_forms`` are other latency forms refitted on the same folds (column
+    ``ttft_err_pct[latency=<form>]``), so they are compared on identical held-out points.
 
     ``runs`` should carry cost columns (:func:`hgresearch.costs.add_costs`) for the cost check.
     Configurations with fewer than three offered rates are skipped (two are needed to refit).
@@ -100,8 +115,8 @@ def leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = None,
             if group.request_rate_qps.nunique() < 3:
                 continue
             full = fit_capacity(group, schedule, drain, interval=False)
-            rows.extend(_fold_predictions(group, schedule, drain, form, metric, rho_max,
-                                          full.capacity_rps))
+            rows.extend(_fold_predictions(group, schedule, drain, form, metric, rho_max, full,
+                                          alt_forms))
     return pd.DataFrame(rows)
 
 
@@ -136,11 +151,20 @@ def validation_table(predictions: pd.DataFrame,
         rows.append({"configuration": label, **_summary(part)})
     rows.append({"configuration": "all configurations", **_summary(predictions)})
     table = pd.DataFrame(rows)
+    for column in [c for c in predictions.columns if c.startswith("ttft_err_pct[")]:
+        name = column[len("ttft_err_pct["):-1]
+        per_config = predictions.groupby("configuration")[column].apply(
+            lambda v: float(v.dropna().abs().mean()) if v.notna().any() else math.nan)
+        per_config["all configurations"] = (float(predictions[column].dropna().abs().mean())
+                                            if predictions[column].notna().any() else math.nan)
+        table[f"ttft_p90_mape_pct[{name}]"] = table.configuration.map(per_config)
     for name, alt in (alternatives or {}).items():
         alt_rows = {label: _summary(part) for label, part in alt.groupby("configuration")}
         alt_rows["all configurations"] = _summary(alt)
         table[f"throughput_mape_pct[{name}]"] = table.configuration.map(
             lambda c, rows=alt_rows: rows.get(c, {}).get("throughput_mape_pct", math.nan))
+        table[f"ttft_p90_n[{name}]"] = table.configuration.map(
+            lambda c, rows=alt_rows: rows.get(c, {}).get("ttft_p90_n", 0))
         table[f"ttft_p90_mape_pct[{name}]"] = table.configuration.map(
             lambda c, rows=alt_rows: rows.get(c, {}).get("ttft_p90_mape_pct", math.nan))
     table["throughput_goal_met"] = table.throughput_worst_pct <= THROUGHPUT_GOAL_PCT
