@@ -130,8 +130,8 @@ class CapacityFit:
 
     @property
     def capacity_is_lower_bound(self) -> bool:
-        """No sign of queueing at the highest rate (TTFT p90 < 2× its value at the lowest
-        rate) or no upper bound: the true capacity is likely higher than μ."""
+        """No sign of queueing at the highest rate (TTFT p90 there < 2× its smallest value at
+        any rate) or no upper bound: the true capacity is likely higher than μ."""
         return (not self.capacity_reached) or (self.ttft_growth < 2.0)
 
     def predict_duration_s(self, rate_qps: np.ndarray, num_prompts: np.ndarray | float = 200
@@ -315,7 +315,7 @@ def fit_capacity(runs: pd.DataFrame, schedule: Schedule | None = None,
     if "p90_ttft_ms" in runs:
         by_rate = runs.groupby("request_rate_qps").p90_ttft_ms.mean()
         if by_rate.notna().sum() >= 2:
-            growth = float(by_rate.iloc[-1] / by_rate.iloc[0])
+            growth = float(by_rate.iloc[-1] / by_rate.min())
     return CapacityFit(
         config=config, capacity_rps=math.exp(log_hat), capacity_low_rps=low,
         capacity_high_rps=high, d0_s=float(drains[0]),

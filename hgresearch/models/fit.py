@@ -29,7 +29,7 @@ class ModelSet:
 
 
 def fit_models(runs: pd.DataFrame, metrics: tuple[str, ...] = DEFAULT_METRICS,
-               form: str = "queue", drain: str = "constant", rho_max: float = DEFAULT_RHO_MAX,
+               form: str = "loglinear", drain: str = "constant", rho_max: float = DEFAULT_RHO_MAX,
                schedule: Schedule | None = None) -> ModelSet:
     """Fit capacity for every configuration and latency for every (configuration, metric).
 

@@ -58,6 +58,13 @@ class LatencyFit:
     rho_max_fitted: float
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def valid(self) -> bool:
+        """Usable for planning: latency grows with load (b > 0) from a positive unloaded
+        value. Fits of non-monotone data fail this and are kept only for the record."""
+        a, b = self.coef
+        return b > 0 and (self.form != "queue" or a > 0)
+
     def predict(self, rate_qps: np.ndarray, alpha: float = 0.05) -> pd.DataFrame:
         """Predicted latency at offered rates: ``mean``, band of the mean (``mean_low``,
         ``mean_high``) and of a single run (``obs_low``, ``obs_high``). NaN where ρ ≥ 1."""
@@ -112,11 +119,12 @@ class LatencyFit:
                 "a": self.coef[0], "b": self.coef[1],
                 "a_se": math.sqrt(self.cov[0, 0]), "b_se": math.sqrt(self.cov[1, 1]),
                 "resid_scale": self.resid_scale, "n_points": self.n_points,
-                "rho_max_fitted": self.rho_max_fitted, "warnings": "; ".join(self.warnings)}
+                "rho_max_fitted": self.rho_max_fitted, "valid": self.valid,
+                "warnings": "; ".join(self.warnings)}
 
 
 def fit_latency(runs: pd.DataFrame, capacity_rps: float, metric: str = "p90_ttft_ms",
-                form: str = "queue", rho_max: float = DEFAULT_RHO_MAX) -> LatencyFit:
+                form: str = "loglinear", rho_max: float = DEFAULT_RHO_MAX) -> LatencyFit:
     """Fit ``metric`` against load for the runs of one configuration.
 
     Raises :class:`ModelInputError` when the metric column is missing or fewer than two runs

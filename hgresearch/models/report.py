@@ -120,9 +120,9 @@ def _compute(runs: pd.DataFrame, scenario: str, slos: list[Slo], latency_form: s
 
 
 def analyse(runs: pd.DataFrame, *, scenario: str = "alternative",
-            slos: list[Slo] | None = None, latency_form: str = "queue",
+            slos: list[Slo] | None = None, latency_form: str = "loglinear",
             drain: str = "constant", rho_max: float = DEFAULT_RHO_MAX,
-            scaling_column: str = "max_achieved_rps",
+            scaling_column: str = "capacity_rps",
             build_dir: str | Path | None = None) -> ModelReport:
     """Fit, validate and audit everything; cached under ``<build_dir>/cache/models`` by a
     hash of the runs, these settings and the model code (``build_dir=None``: no cache)."""

@@ -67,7 +67,9 @@ def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,
 
     ``limited_by`` is ``slo`` (the latency target binds), ``capacity`` (ρ_max·μ binds),
     ``measured range`` (capacity never reached; capped at the highest measured rate),
-    ``infeasible`` (even the unloaded latency misses the target) or ``no latency model``.
+    ``infeasible`` (even the unloaded latency misses the target), ``no latency model`` or
+    ``latency model invalid`` (the fitted latency falls with load — non-monotone data; no
+    number is given rather than a wrong one).
     ``slo_rate_conservative_qps`` uses the upper 95 % band of the fitted mean instead of the
     mean; ``extrapolated`` marks rates above the highest rate the latency curve was fitted on.
     """
@@ -83,9 +85,10 @@ def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,
                    "capacity_reached": cap.capacity_reached,
                    "price_usd_per_gpu_h": price, "price_scenario": scenario}
             lat = models.latency_fits.get((key, slo.metric))
-            if lat is None:
-                rows.append({**row, "limited_by": "no latency model",
-                             "slo_rate_qps": math.nan})
+            if lat is None or not lat.valid:
+                reason = "no latency model" if lat is None else "latency model invalid"
+                rows.append({**row, "limited_by": reason, "slo_rate_qps": math.nan,
+                             "latency_form": lat.form if lat is not None else None})
                 continue
             rate = lat.max_rate_within(slo.limit_ms)
             if rate <= 0:
@@ -121,11 +124,12 @@ def operating_curves(models: ModelSet, metric: str = "p90_ttft_ms",
                      points: int = 60,
                      prices_usd_per_gpu_h: dict[str, float] | None = None) -> pd.DataFrame:
     """For every configuration: predicted ``metric`` and cost per 1M tokens along offered
-    rates from 2 % to the rate cap — the raw material of the cost–latency Pareto frontier."""
+    rates from 2 % to the rate cap — the raw material of the cost–latency Pareto frontier.
+    Configurations without a valid latency model (see ``LatencyFit.valid``) are left out."""
     rows = []
     for key, cap in models.capacity_fits.items():
         lat = models.latency_fits.get((key, metric))
-        if lat is None:
+        if lat is None or not lat.valid:
             continue
         price = _price(cap.config["gpu_name"], scenario, prices_usd_per_gpu_h)
         cap_rate, _ = _rate_cap(cap, rho_max)

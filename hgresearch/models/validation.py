@@ -94,7 +94,7 @@ def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form:
 
 
 def leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = None,
-                      drain: str = "constant", form: str = "queue", metric: str = "p90_ttft_ms",
+                      drain: str = "constant", form: str = "loglinear", metric: str = "p90_ttft_ms",
                       rho_max: float = DEFAULT_RHO_MAX, alt_forms: tuple[str, ...] = ()
                       ) -> pd.DataFrame:
     """Held-out predictions, one row per (configuration, held-out rate).
