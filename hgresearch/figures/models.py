@@ -247,9 +247,8 @@ def validation_figure(predictions: pd.DataFrame) -> plt.Figure:
             continue
         data = predictions.dropna(subset=[obs, pred])
         data = data[data[pred] > 0]
-        gpu = data.configuration.str.split(" x?", regex=True).str[-1]
+        # "<model> on <n>x <GPU>" -> colour of the GPU
         colors = [color_for(g.split()[-1]) for g in data.configuration.str.split(" on ").str[1]]
-        del gpu
         ax.scatter(data[obs], data[pred], c=colors, s=12)
         lo = float(min(data[obs].min(), data[pred].min())) * 0.8
         hi = float(max(data[obs].max(), data[pred].max())) * 1.2
