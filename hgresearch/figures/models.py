@@ -112,37 +112,50 @@ def capacity_summary_figure(capacity: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def latency_fits_figure(runs: pd.DataFrame, models: ModelSet, metric: str = "p90_ttft_ms",
-                        model: str | None = None, configurations: list[str] | None = None
-                        ) -> plt.Figure:
-    """Latency against offered rate: runs used (filled) and excluded as saturated (hollow),
-    fitted curve and the 95 % band of its mean."""
+def latency_fits_figure(runs: pd.DataFrame, models: ModelSet,
+                        metrics: str | list[str] = "p90_ttft_ms", model: str | None = None,
+                        configurations: list[str] | None = None) -> plt.Figure:
+    """Latency against offered rate, one row per metric and one column per configuration:
+    runs used (filled) and excluded as saturated (hollow), fitted curve and the 95 % band of
+    its mean; an invalid fit (latency falling with load) is drawn dashed."""
     apply_style()
-    keys = [k for k in _selected(models, model, configurations)
-            if (k, metric) in models.latency_fits]
-    fig, axes = _panels(len(keys))
-    for ax, key in zip(axes, keys, strict=False):
-        lat = models.latency_fits[(key, metric)]
-        cap = models.capacity_fits[key]
-        data = _runs_of(runs, key)
-        color = color_for(cap.config["gpu_name"])
-        top = min(cap.capacity_rps * 0.99, data.request_rate_qps.max())
-        grid = np.linspace(0.02 * cap.capacity_rps, top, 120)
-        pred = lat.predict(grid)
-        ax.plot(grid, pred["mean"], color=color, label=f"{lat.form} fit")
-        if pred["mean_low"].notna().any():
-            ax.fill_between(grid, pred["mean_low"].clip(lower=1e-3), pred["mean_high"],
-                            color=color, alpha=0.2, lw=0, label="95 % band (mean)")
-        used = data.request_rate_qps / cap.capacity_rps < lat.rho_max_fitted + 1e-9
-        ax.scatter(data.request_rate_qps[used], data[metric][used], color=color, s=16,
-                   zorder=3, label="fitted runs")
-        ax.scatter(data.request_rate_qps[~used], data[metric][~used], facecolor="white",
-                   edgecolor=color, s=16, zorder=3, label="saturated (not fitted)")
-        ax.set_yscale("log")
-        ax.set_title(config_label(cap.config).replace(" on ", "\n"), fontsize=8)
-        ax.set_xlabel("offered rate (req/s)")
-        ax.set_ylabel(metric.replace("_ms", " (ms)"))
-        ax.legend(fontsize=6)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    keys = _selected(models, model, configurations)
+    cols = max(len(keys), 1)
+    fig, grid_axes = plt.subplots(len(metrics), cols, figsize=(3.2 * cols, 2.5 * len(metrics)),
+                                  squeeze=False)
+    for row, metric in enumerate(metrics):
+        for col, key in enumerate(keys):
+            ax = grid_axes[row][col]
+            lat = models.latency_fits.get((key, metric))
+            cap = models.capacity_fits[key]
+            data = _runs_of(runs, key)
+            color = color_for(cap.config["gpu_name"])
+            if lat is not None:
+                top = min(cap.capacity_rps * 0.99, data.request_rate_qps.max())
+                grid = np.linspace(0.02 * cap.capacity_rps, top, 120)
+                pred = lat.predict(grid)
+                ax.plot(grid, pred["mean"], color=color, ls="-" if lat.valid else "--",
+                        label=f"{lat.form} fit" + ("" if lat.valid else " (invalid)"))
+                if pred["mean_low"].notna().any():
+                    ax.fill_between(grid, pred["mean_low"].clip(lower=1e-3), pred["mean_high"],
+                                    color=color, alpha=0.2, lw=0, label="95 % band (mean)")
+                used = (data.request_rate_qps / cap.capacity_rps
+                        < lat.rho_max_fitted + 1e-9)
+            else:
+                used = np.zeros(len(data), bool)
+            ax.scatter(data.request_rate_qps[used], data[metric][used], color=color, s=14,
+                       zorder=3, label="fitted runs")
+            ax.scatter(data.request_rate_qps[~used], data[metric][~used], facecolor="white",
+                       edgecolor=color, s=14, zorder=3, label="saturated (not fitted)")
+            ax.set_yscale("log")
+            if row == 0:
+                ax.set_title(config_label(cap.config).replace(" on ", "\n"), fontsize=8)
+            if row == len(metrics) - 1:
+                ax.set_xlabel("offered rate (req/s)")
+            ax.set_ylabel(metric.replace("_ms", " (ms)"))
+            if row == 0 and col == 0:
+                ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
 

@@ -57,6 +57,9 @@ DEFAULT_SHARPNESS = 10.0
 #: Relative precision floor of a duration (timer and scheduling jitter), so a perfect fit of
 #: few points does not give a zero-width interval.
 REL_ERROR_FLOOR = 0.005
+#: TTFT p90 at the highest rate below this multiple of its smallest value = no clear queueing,
+#: so the fitted capacity is flagged as a lower bound (a heuristic; see docs/models.md).
+QUEUEING_GROWTH = 3.0
 #: Upper end of the μ search, as a multiple of the highest offered rate.
 MU_SEARCH_FACTOR = 1000.0
 
@@ -130,9 +133,9 @@ class CapacityFit:
 
     @property
     def capacity_is_lower_bound(self) -> bool:
-        """No sign of queueing at the highest rate (TTFT p90 there < 2× its smallest value at
-        any rate) or no upper bound: the true capacity is likely higher than μ."""
-        return (not self.capacity_reached) or (self.ttft_growth < 2.0)
+        """No clear sign of queueing at the highest rate (TTFT p90 there < 3× its smallest
+        value at any rate) or no upper bound: the true capacity is likely higher than μ."""
+        return (not self.capacity_reached) or (self.ttft_growth < QUEUEING_GROWTH)
 
     def predict_duration_s(self, rate_qps: np.ndarray, num_prompts: np.ndarray | float = 200
                            ) -> np.ndarray:
