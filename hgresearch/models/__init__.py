@@ -14,17 +14,22 @@
 See ``docs/models.md``.
 """
 
-from hgresearch.models.capacity import (
-    CapacityFit,
-    Schedule,
-    estimate_schedule,
-    fit_capacities,
-    fit_capacity,
-)
-from hgresearch.models.common import CONFIG_KEYS, ModelInputError, ModelWarning
-from hgresearch.models.fit import DEFAULT_METRICS, ModelSet, fit_models
-from hgresearch.models.latency import LatencyFit, fit_latency
+import importlib
+from typing import Any
 
-__all__ = ["CONFIG_KEYS", "CapacityFit", "DEFAULT_METRICS", "LatencyFit", "ModelInputError",
-           "ModelSet", "ModelWarning", "Schedule", "estimate_schedule", "fit_capacities",
-           "fit_capacity", "fit_latency", "fit_models"]
+#: Public names, resolved lazily (PEP 562) so that ``hgresearch --help`` does not import
+#: scipy and statsmodels just because the ``models`` sub-command is registered.
+_EXPORTS = {
+    "CapacityFit": "capacity", "Schedule": "capacity", "estimate_schedule": "capacity",
+    "fit_capacities": "capacity", "fit_capacity": "capacity",
+    "CONFIG_KEYS": "common", "ModelInputError": "common", "ModelWarning": "common",
+    "DEFAULT_METRICS": "fit", "ModelSet": "fit", "fit_models": "fit",
+    "LatencyFit": "latency", "fit_latency": "latency",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"hgresearch.models.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'hgresearch.models' has no attribute {name!r}")
