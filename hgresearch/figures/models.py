@@ -71,7 +71,9 @@ def capacity_fits_figure(runs: pd.DataFrame, models: ModelSet, model: str | None
                     other.predict_throughput_rps(grid, n))
         if lows or highs:
             lo = lows[0] if lows else fit.predict_throughput_rps(grid, n)
-            hi = highs[0] if highs else np.minimum(grid, n / fit.d0_s if fit.d0_s else grid)
+            # no upper bound on μ: the envelope is the arrival-limited curve (μ → ∞)
+            unbounded = type(fit)(**{**fit.__dict__, "capacity_rps": 1e12})
+            hi = highs[0] if highs else unbounded.predict_throughput_rps(grid, n)
             ax.fill_between(grid, lo, hi, color=color, alpha=0.2, lw=0,
                             label="95 % interval of μ")
         ax.axhline(fit.capacity_rps, color=color, ls="--", lw=0.8,

@@ -35,7 +35,7 @@ def usl_capacity(n: np.ndarray, x1: float | np.ndarray, sigma: float, kappa: flo
 
 def usl_peak_gpus(sigma: float, kappa: float) -> float:
     """GPU count where USL capacity peaks (inf without coherency cost)."""
-    if kappa <= 0:
+    if kappa <= 1e-9:  # numerically zero coherency cost: no peak
         return math.inf
     return math.sqrt(max(1.0 - sigma, 0.0) / kappa)
 
