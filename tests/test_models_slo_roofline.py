@@ -41,6 +41,11 @@ def test_slo_rows_cost_and_limits():
     assert row.tok_per_usd == pytest.approx(1e6 / expected)
     assert table.iloc[2].slo_rate_qps == pytest.approx(0.95 * fit.capacity_rps)
     assert np.isnan(table.iloc[0].cost_usd_per_1m_tok)
+    # the SLO-free cost at the rate cap is on every row, even the infeasible one
+    at_cap = cost_per_million_tok_at_rate_usd(0.95 * fit.capacity_rps * fit.total_tok_per_request,
+                                              1, 0.25)
+    assert table.cost_at_cap_usd_per_1m_tok.tolist() == pytest.approx([at_cap] * 3)
+    assert table.iloc[2].cost_usd_per_1m_tok == pytest.approx(at_cap)
 
 
 def test_pareto_frontier_keeps_non_dominated_points():

@@ -164,16 +164,19 @@ def write_tables(report: ModelReport, tables_dir: str | Path) -> list[Path]:
     written += write_table(lat, tables_dir / "models_latency_ttft_p90",
                            caption="TTFT p90 against utilisation: fitted coefficients",
                            label="tab:models-latency", default_decimals=3)
-    slo = report.slo[["configuration", "slo", "limited_by", "slo_rate_qps",
+    slo = report.slo[["configuration", "slo", "capacity_rps", "limited_by", "slo_rate_qps",
                       "slo_rate_conservative_qps", "slo_tok_per_s", "cost_usd_per_1m_tok",
-                      "tok_per_usd", "extrapolated"]]
+                      "tok_per_usd", "extrapolated", "cost_at_cap_usd_per_1m_tok",
+                      "tok_per_usd_at_cap"]]
     written += write_table(slo, tables_dir / "models_slo_capacity",
                            caption="Capacity under a latency SLO: highest sustainable rate, "
                            "cost per 1M tokens and tokens per dollar "
                            f"(prices: {report.settings['scenario']})",
                            label="tab:models-slo", decimals={"slo_tok_per_s": 0,
                                                              "cost_usd_per_1m_tok": 3,
-                                                             "tok_per_usd": 0})
+                                                             "tok_per_usd": 0,
+                                                             "cost_at_cap_usd_per_1m_tok": 3,
+                                                             "tok_per_usd_at_cap": 0})
     frontier = report.frontier[["model", "metric", "configuration", "rate_qps", "latency_ms",
                                 "cost_usd_per_1m_tok"]]
     written += write_table(frontier, tables_dir / "models_pareto_frontier",

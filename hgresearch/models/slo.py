@@ -72,17 +72,26 @@ def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,
     number is given rather than a wrong one).
     ``slo_rate_conservative_qps`` uses the upper 95 % band of the fitted mean instead of the
     mean; ``extrapolated`` marks rates above the highest rate the latency curve was fitted on.
+    Every row also carries the configuration's rate cap and its cost per 1M tokens and tokens
+    per dollar there (``*_at_cap``): the SLO-free number, available even without a latency
+    model.
     """
     slos = slos if slos is not None else default_slos()
     rows = []
     for key, cap in models.capacity_fits.items():
         price = _price(cap.config["gpu_name"], scenario, prices_usd_per_gpu_h)
         cap_rate, cap_reason = _rate_cap(cap, rho_max)
+        count, replicas = int(cap.config["gpu_count"]), int(cap.config.get("replicas", 1))
+        cost_at_cap = cost_per_million_tok_at_rate_usd(
+            cap_rate * cap.total_tok_per_request, count, price, replicas)
         for slo in slos:
             row = {**cap.config, "configuration": config_label(cap.config), "slo": slo.label,
                    "slo_metric": slo.metric, "slo_limit_ms": slo.limit_ms,
                    "capacity_rps": cap.capacity_rps, "capacity_low_rps": cap.capacity_low_rps,
                    "capacity_reached": cap.capacity_reached,
+                   # without any latency target: the rate cap, whatever the latency there
+                   "cap_rate_qps": cap_rate, "cost_at_cap_usd_per_1m_tok": cost_at_cap,
+                   "tok_per_usd_at_cap": 1e6 / cost_at_cap,
                    "price_usd_per_gpu_h": price, "price_scenario": scenario}
             lat = models.latency_fits.get((key, slo.metric))
             if lat is None or not lat.valid:
@@ -104,8 +113,7 @@ def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,
             conservative = float(grid[:np.argmin(ok)][-1]) if ok[0] and not ok.all() else (
                 float(grid[-1]) if ok.all() else 0.0)
             tok_per_s = rate * cap.total_tok_per_request
-            cost = (cost_per_million_tok_at_rate_usd(tok_per_s, int(cap.config["gpu_count"]),
-                                                     price, int(cap.config.get("replicas", 1)))
+            cost = (cost_per_million_tok_at_rate_usd(tok_per_s, count, price, replicas)
                     if tok_per_s > 0 else math.nan)
             fitted_top = lat.rho_max_fitted * lat.capacity_rps
             rows.append({**row, "limited_by": reason, "slo_rate_qps": rate,
