@@ -211,8 +211,9 @@ def pareto_figure(curves: pd.DataFrame, frontier: pd.DataFrame, model: str,
                 marker=COUNT_MARKERS.get(int(row.gpu_count), "o"), markevery=10, ms=4,
                 lw=1, label=label.split(" on ")[1])
     front = frontier[(frontier.model == model) & (frontier.metric == metric)]
-    ax.plot(front.latency_ms, front.cost_usd_per_1m_tok, color="black", lw=2.2, alpha=0.35,
-            label="Pareto frontier")
+    # a point stays optimal until a cheaper one appears at a higher latency: a step
+    ax.step(front.latency_ms, front.cost_usd_per_1m_tok, where="post", color="black", lw=2.2,
+            alpha=0.35, label="Pareto frontier")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(f"predicted {metric.replace('_ms', '')} (ms)")
