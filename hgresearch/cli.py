@@ -12,6 +12,9 @@ app = typer.Typer(help="hgresearch: measure, model and reproduce heterogeneous-G
 data_app = typer.Typer(help="Reference data: fetch and verify the paper's raw results.",
                        no_args_is_help=True)
 app.add_typer(data_app, name="data")
+from hgresearch.models.cli import models_app  # noqa: E402  (sub-command, defined in its module)
+
+app.add_typer(models_app, name="models")
 
 
 @data_app.command("fetch")
