@@ -136,6 +136,9 @@ def parse_record(record: dict[str, Any], *, file: str, line: int) -> dict[str, A
         if field not in record:
             raise InputError("required field is missing", file=file, line=line, field=field)
         value = record[field]
+        # Our own summaries write null (never 0) for latencies no request produced.
+        if value is None and field.endswith("_ms") and "hgresearch_version" in record:
+            continue
         if value is None or isinstance(value, bool) or not isinstance(value, types):
             expected = " or ".join(t.__name__ for t in types)
             raise InputError(f"expected {expected}, got {value!r}", file=file, line=line,
