@@ -43,8 +43,9 @@ def bench(
     num_prompts: Annotated[int, typer.Option(help="Measured requests per point.")] = 100,
     workload: Annotated[str, typer.Option(help=(
         "Workload spec kind:key=value,...: 'random:input_len=1024,output_len=128,"
-        "range_ratio=1.0', 'sharegpt:path=FILE', 'jsonl:path=FILE', 'synthetic:input="
-        "{\"dist\":\"lognormal\",\"median\":300,\"sigma\":0.8},output=...'."))]
+        "range_ratio=1.0', 'sharegpt:path=FILE', 'jsonl:path=FILE', or a JSON object, e.g. "
+        "'{\"kind\":\"synthetic\",\"input\":{\"dist\":\"lognormal\",\"median\":300,"
+        "\"sigma\":0.8},\"output\":{\"dist\":\"constant\",\"value\":128}}'."))]
     = "random:input_len=1024,output_len=128",
     dataset: Annotated[str | None, typer.Option(help="Dataset label in the summary.")] = None,
     endpoint: Annotated[str, typer.Option(help="completions or chat.")] = "completions",

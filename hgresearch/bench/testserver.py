@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
 import signal
 import socket
@@ -27,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hgresearch.bench.schedule import sleep_until_ns
@@ -317,7 +319,9 @@ def serve_in_subprocess(cfg: ServerConfig | None = None, host: str = "127.0.0.1"
     cfg = cfg or ServerConfig()
     cmd = [python or sys.executable, "-m", "hgresearch.bench.testserver", "--host", host,
            "--port", "0", *server_args(cfg)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         if not line.startswith("listening on "):
