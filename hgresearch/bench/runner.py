@@ -249,6 +249,18 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
     return server_info
 
 
+def _run_coroutine(coro: Any) -> Any:
+    """``asyncio.run`` — in a fresh thread when this one already runs a loop (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def _check_resume(config: BenchConfig, stored: dict[str, Any], path: Path) -> None:
     new = config.to_json()
     for name in IDENTITY_FIELDS:
@@ -334,8 +346,8 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
         bar = _Progress(len(todo), progress)
         writer = RecordWriter(jsonl)
         try:
-            info = asyncio.run(_drive(config, todo, warm, writer, segment, server_info,
-                                      lambda: sampler.set_phase("run"), bar))
+            info = _run_coroutine(_drive(config, todo, warm, writer, segment, server_info,
+                                         lambda: sampler.set_phase("run"), bar))
         finally:
             writer.close()
             bar.close()
