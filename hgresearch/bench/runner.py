@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -241,11 +242,20 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             progress.on_done(rec)
 
         tasks = []
-        for spec, offset in todo:
-            scheduled = start_ns + offset
-            await sleep_until_ns(scheduled, config.spin_ns)
-            tasks.append(asyncio.create_task(one(spec, scheduled)))
-        await asyncio.gather(*tasks)
+        # No garbage-collector pauses while sending: a full collection can stall the loop for
+        # milliseconds (schedule lag, late timestamps); collect once after the run instead.
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        try:
+            for spec, offset in todo:
+                scheduled = start_ns + offset
+                await sleep_until_ns(scheduled, config.spin_ns)
+                tasks.append(asyncio.create_task(one(spec, scheduled)))
+            await asyncio.gather(*tasks)
+        finally:
+            gc.enable()
+            gc.unfreeze()
     return server_info
 
 
