@@ -221,6 +221,11 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             writer.write(rec)
         on_run_start()
         sem = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        # No garbage-collector pauses while sending: a full collection can stall the loop for
+        # milliseconds (schedule lag, late timestamps); collect now and once after the run.
+        gc.collect()
+        gc.freeze()
+        gc.disable()
         start_ns = time.monotonic_ns()
 
         async def one(spec: RequestSpec, scheduled_ns: int) -> None:
@@ -242,11 +247,6 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             progress.on_done(rec)
 
         tasks = []
-        # No garbage-collector pauses while sending: a full collection can stall the loop for
-        # milliseconds (schedule lag, late timestamps); collect once after the run instead.
-        gc.collect()
-        gc.freeze()
-        gc.disable()
         try:
             for spec, offset in todo:
                 scheduled = start_ns + offset

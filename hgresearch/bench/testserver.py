@@ -54,7 +54,7 @@ class ServerConfig:
     api_key: str | None = None       # when set, requests need "Authorization: Bearer <key>"
     echo_auth: bool = False          # error bodies echo the Authorization header (worst case)
     seed: int = 0
-    precise: bool = False            # spin the last ~1.5 ms before each event (costs CPU)
+    precise: bool = True             # microsecond event timing (timer thread + short spin)
     event_log: str | None = None     # write realized send times (JSON) here at shutdown
 
 _REASONS = {200: "OK", 401: "Unauthorized", 404: "Not Found", 411: "Length Required",
@@ -79,6 +79,10 @@ class _Conn(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # Small SSE writes must leave at once (Nagle + delayed ACK would hold them ~40 ms).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -305,10 +309,13 @@ def server_args(cfg: ServerConfig) -> list[str]:
     """Command-line flags reproducing ``cfg``."""
     args = []
     for name, value in vars(cfg).items():
-        if value is None or value is False:
+        if value is None:
             continue
         flag = "--" + name.replace("_", "-")
-        args += [flag] if value is True else [flag, str(value)]
+        if isinstance(value, bool):
+            args.append(flag if value else "--no-" + name.replace("_", "-"))
+        else:
+            args += [flag, str(value)]
     return args
 
 
