@@ -112,8 +112,12 @@ async def send_request(
                         continue  # blank separators and SSE comments
                     data = line[5:].strip()
                     if data == b"[DONE]":
+                        # Read on to the end of the body (no break): a fully read response
+                        # returns its connection to the pool instead of closing it.
                         done = True
-                        break
+                        continue
+                    if done:
+                        continue
                     try:
                         chunk = json.loads(data)
                     except ValueError:

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import platform
+import resource
 import socket
 import subprocess
 import sys
@@ -271,6 +272,11 @@ def _run_coroutine(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
+def _process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _check_resume(config: BenchConfig, stored: dict[str, Any], path: Path) -> None:
     new = config.to_json()
     for name in IDENTITY_FIELDS:
@@ -355,6 +361,7 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
             time.sleep(config.idle_baseline_s)  # idle baseline, phase "idle"
         bar = _Progress(len(todo), progress)
         writer = RecordWriter(jsonl)
+        cpu_start = _process_cpu_s()
         try:
             info = _run_coroutine(_drive(config, todo, warm, writer, segment, server_info,
                                          lambda: sampler.set_phase("run"), bar))
@@ -363,9 +370,11 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
             bar.close()
             if available:
                 sampler.stop()
+        # The client's own CPU time while sending (a self-check of client overhead).
+        meta["segments"][-1]["client_cpu_s"] = _process_cpu_s() - cpu_start
         if meta.get("server_info") is None:
             meta["server_info"] = info
-            config_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        config_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     elif available:
         sampler.stop()
     summary = summarize_run_dir(run_dir)
@@ -424,6 +433,8 @@ def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
         "run_start_ns": windows[0][0] if windows else None,
         "run_end_ns": windows[-1][1] if windows else None,
         "segments": len(windows),
+        "client_cpu_s": _sum_or_none([seg.get("client_cpu_s")
+                                      for seg in meta.get("segments", [])]),
         "energy_per_tok_j": energy / total_tok if energy is not None and total_tok else None,
         "energy_per_output_tok_j": (energy / metrics["total_output_tokens"]
                                     if energy is not None and metrics["total_output_tokens"]
@@ -433,6 +444,11 @@ def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
         (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n",
                                             encoding="utf-8")
     return summary
+
+
+def _sum_or_none(values: list[float | None]) -> float | None:
+    """Sum of the values, or None when any is missing (a killed segment has none)."""
+    return None if not values or any(v is None for v in values) else float(sum(values))
 
 
 def run_dir_name(rate_qps: float) -> str:
