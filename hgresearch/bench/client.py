@@ -106,44 +106,51 @@ async def send_request(
                 rec["error_class"] = "http_error"
                 rec["error"] = scrub(f"HTTP {resp.status}: {body}", secrets)
             else:
-                async for line in resp.content:
+                # Read whatever bytes arrived and split lines ourselves: cheaper than
+                # aiohttp's per-line reads, and every event in one read shares its arrival
+                # time (which is when the client saw it).
+                pending = b""
+                async for data_in in resp.content.iter_any():
                     t = time.monotonic_ns()  # first, before any parsing
-                    if not line.startswith(b"data:"):
-                        continue  # blank separators and SSE comments
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        # Read on to the end of the body (no break): a fully read response
-                        # returns its connection to the pool instead of closing it.
-                        done = True
-                        continue
-                    if done:
-                        continue
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError:
-                        rec["error_class"] = "malformed_stream"
-                        rec["error"] = scrub(f"SSE data line is not JSON: "
-                                             f"{data[:80].decode(errors='replace')!r}", secrets)
-                        break
-                    chunk_usage = chunk.get("usage")
-                    if chunk_usage:
-                        usage = chunk_usage
-                    choices = chunk.get("choices")
-                    if not choices:
-                        continue  # the usage-only final event carries no token
-                    if chunk_usage and chunk_usage.get("completion_tokens") is not None:
-                        n_tok = int(chunk_usage["completion_tokens"]) - last_completion_tokens
-                        last_completion_tokens = int(chunk_usage["completion_tokens"])
-                    else:
-                        n_tok = 1
-                    if chat:
-                        text = (choices[0].get("delta") or {}).get("content")
-                    else:
-                        text = choices[0].get("text")
-                    if not text and (n_tok == 0 or not chunk_usage):
-                        continue  # e.g. the role-only opening chat event carries no token
-                    event_t.append(t)
-                    event_tok.append(n_tok)
+                    lines = (pending + data_in).split(b"\n")
+                    pending = lines.pop()
+                    if done or rec["error_class"] is not None:
+                        continue  # drain to the end so the connection is reused
+                    for line in lines:
+                        if not line.startswith(b"data:"):
+                            continue  # blank separators and SSE comments
+                        data = line[5:].strip()
+                        if data == b"[DONE]":
+                            done = True
+                            break
+                        try:
+                            chunk = json.loads(data)
+                        except ValueError:
+                            rec["error_class"] = "malformed_stream"
+                            rec["error"] = scrub(
+                                "SSE data line is not JSON: "
+                                f"{data[:80].decode(errors='replace')!r}", secrets)
+                            break
+                        chunk_usage = chunk.get("usage")
+                        if chunk_usage:
+                            usage = chunk_usage
+                        choices = chunk.get("choices")
+                        if not choices:
+                            continue  # the usage-only final event carries no token
+                        if chunk_usage and chunk_usage.get("completion_tokens") is not None:
+                            total = int(chunk_usage["completion_tokens"])
+                            n_tok = total - last_completion_tokens
+                            last_completion_tokens = total
+                        else:
+                            n_tok = 1
+                        if chat:
+                            text = (choices[0].get("delta") or {}).get("content")
+                        else:
+                            text = choices[0].get("text")
+                        if not text and (n_tok == 0 or not chunk_usage):
+                            continue  # e.g. the role-only opening chat event: no token
+                        event_t.append(t)
+                        event_tok.append(n_tok)
                 if rec["error_class"] is None and not done:
                     rec["error_class"] = "stream_truncated"
                     rec["error"] = "stream ended without [DONE]"
