@@ -31,13 +31,14 @@ def _config(url: str, **kw) -> BenchConfig:
     return BenchConfig(**base)
 
 
-def test_every_request_is_accounted_for_under_20_percent_faults(tmp_path):
+@pytest.mark.parametrize("http_client", ["fast", "aiohttp"])
+def test_every_request_is_accounted_for_under_20_percent_faults(tmp_path, http_client):
     faults = ServerConfig(ttft_ms=5, itl_ms=1, error_rate=0.04, hang_rate=0.04,
                           disconnect_rate=0.03, malformed_rate=0.03, truncate_rate=0.03,
                           short_rate=0.03, hang_s=3.0, seed=2)
     with serve_in_thread(faults) as url:
-        s = run_benchmark(_config(url, num_prompts=150, timeout_s=0.4, request_rate_qps=400),
-                          tmp_path, progress=False)
+        s = run_benchmark(_config(url, num_prompts=150, timeout_s=0.4, request_rate_qps=400,
+                                  http_client=http_client), tmp_path, progress=False)
     assert s["sent"] == 150 and s["completed"] + s["failed"] == 150
     assert 15 <= s["failed"] <= 50  # about 20%
     assert set(s["errors"]) == {"http_error", "timeout", "connection_dropped",
@@ -102,14 +103,15 @@ def test_summary_is_read_by_the_runs_table_ingest(tmp_path):
     assert bool(row.client_limited) == s["client_limited"]
 
 
-def test_api_key_never_appears_in_any_written_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("http_client", ["fast", "aiohttp"])
+def test_api_key_never_appears_in_any_written_file(tmp_path, monkeypatch, http_client):
     """The server requires the key and echoes it in error bodies (worst case)."""
     key = "sk-test-9f8e7d6c5b4a39281706"
     monkeypatch.setenv("HG_TEST_API_KEY", key)
     cfg = ServerConfig(ttft_ms=3, itl_ms=1, api_key=key, echo_auth=True, error_rate=0.3)
     with serve_in_thread(cfg) as url:
-        s = run_benchmark(_config(url, api_key_env="HG_TEST_API_KEY", num_prompts=30),
-                          tmp_path, progress=False)
+        s = run_benchmark(_config(url, api_key_env="HG_TEST_API_KEY", num_prompts=30,
+                                  http_client=http_client), tmp_path, progress=False)
     assert s["completed"] > 0  # the key was sent (the server rejects requests without it)
     errors = [r["error"] for r in read_records(tmp_path / "requests.jsonl")
               if r["error_class"] == "http_error"]

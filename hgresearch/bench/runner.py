@@ -38,7 +38,9 @@ from hgresearch.bench.client import (
     get_json,
     make_session,
     send_request,
+    send_request_fast,
 )
+from hgresearch.bench.fasthttp import FastPool
 from hgresearch.bench.records import RecordWriter, read_records, repair, requests_table
 from hgresearch.bench.schedule import DEFAULT_SPIN_NS, PAPER_QPS, arrival_offsets_ns, sleep_until_ns
 from hgresearch.bench.workloads import RequestSpec, build_requests
@@ -88,6 +90,7 @@ class BenchConfig:
     steady_fraction: float = 0.1          # ramp-up share left out of the steady window
     bootstrap_reps: int = 1000
     spin_ns: int = DEFAULT_SPIN_NS        # see schedule.sleep_until_ns
+    http_client: str = "fast"             # "fast" (hgresearch.bench.fasthttp) or "aiohttp"
     backend: str | None = None            # label; default "vllm" / "openai-chat"
 
     def to_json(self) -> dict[str, Any]:
@@ -207,8 +210,23 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
     if key:
         headers["Authorization"] = f"Bearer {key}"
     secrets = (key,) if key else ()
-    # Encode every body before the clock starts: nothing to serialize while sending.
-    payloads = {spec.index: encode_payload(spec, opts) for spec, _ in todo}
+    fast = config.http_client == "fast"
+    if config.http_client not in ("fast", "aiohttp"):
+        raise ValueError(f"http_client must be 'fast' or 'aiohttp', got {config.http_client!r}")
+    path = "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
+    fast_pool = FastPool(config.base_url) if fast else None
+
+    def prepare(spec: RequestSpec) -> bytes:
+        body = encode_payload(spec, opts)
+        return fast_pool.build_request(path, body, headers) if fast_pool else body
+
+    async def send(session: Any, spec: RequestSpec, prepared: bytes) -> dict[str, Any]:
+        if fast_pool is not None:
+            return await send_request_fast(fast_pool, opts, spec, prepared, secrets)
+        return await send_request(session, opts, spec, prepared, headers, secrets)
+
+    # Encode every request before the clock starts: nothing to serialize while sending.
+    payloads = {spec.index: prepare(spec) for spec, _ in todo}
     pool = config.max_concurrency or max(len(todo), 1)
     async with make_session(pool) as session:
         if server_info is None:
@@ -216,8 +234,7 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             server_info = {"models": await get_json(session, base + "/v1/models", headers),
                            "version": await get_json(session, base + "/version", headers)}
         for spec in warmup:
-            rec = await send_request(session, opts, spec, encode_payload(spec, opts), headers,
-                                     secrets)
+            rec = await send(session, spec, prepare(spec))
             rec.update(warmup=True, segment=segment)
             writer.write(rec)
         on_run_start()
@@ -235,13 +252,11 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
                 async with sem:
                     cap_wait = time.monotonic_ns() - t_wait
                     progress.on_sent()
-                    rec = await send_request(session, opts, spec, payloads[spec.index],
-                                             headers, secrets)
+                    rec = await send(session, spec, payloads[spec.index])
             else:
                 cap_wait = 0
                 progress.on_sent()
-                rec = await send_request(session, opts, spec, payloads[spec.index], headers,
-                                         secrets)
+                rec = await send(session, spec, payloads[spec.index])
             rec.update(warmup=False, segment=segment, segment_start_ns=start_ns,
                        t_scheduled_ns=scheduled_ns, cap_wait_ns=cap_wait)
             writer.write(rec)
@@ -257,6 +272,8 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
         finally:
             gc.enable()
             gc.unfreeze()
+            if fast_pool is not None:
+                fast_pool.close()
     return server_info
 
 
