@@ -187,3 +187,26 @@ def test_timing_matches_the_servers_realized_delays(tmp_path):
     assert abs(s["median_ttft_ms"] - server_ttft) < 2.0
     assert abs(s["median_itl_ms"] - server_itl) < 1.0
     assert s["schedule_lag_p50_ms"] < 1.0
+
+
+@pytest.mark.parametrize("field,value", [("endpoint", "embeddings"), ("http_client", "curl"),
+                                         ("num_prompts", 0), ("base_url", "localhost:8000")])
+def test_bad_parameters_fail_before_writing(tmp_path, field, value):
+    cfg = _config("http://127.0.0.1:9", **{field: value})
+    with pytest.raises(ValueError, match=field):
+        run_benchmark(cfg, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_concurrency_cap_is_respected_and_its_wait_is_not_schedule_lag(tmp_path):
+    with serve_in_thread(ServerConfig(ttft_ms=20, itl_ms=2)) as url:
+        s = run_benchmark(_config(url, request_rate_qps=math.inf, num_prompts=12,
+                                  max_concurrency=3), tmp_path, progress=False)
+    records = [r for r in read_records(tmp_path / "requests.jsonl") if not r["warmup"]]
+    events = sorted([(r["t_sent_ns"], 1) for r in records] + [(r["t_done_ns"], -1)
+                                                             for r in records])
+    in_flight = np.cumsum([d for _, d in events])
+    assert in_flight.max() == 3
+    assert max(r["cap_wait_ns"] for r in records) > 20e6  # later requests waited for a slot
+    assert s["completed"] == 12 and s["schedule_lag_p99_ms"] < 20
+    assert s["p99_ttft_from_scheduled_ms"] > s["p99_ttft_ms"] + 20  # queueing included

@@ -75,6 +75,8 @@ def bench(
     telemetry: Annotated[bool, typer.Option(help="Sample NVML (if present).")] = True,
     idle_baseline_s: Annotated[float, typer.Option(help="Idle power baseline before each "
                                                    "point (s).")] = 5.0,
+    http_client: Annotated[str, typer.Option(help="fast (protocol-level, default) or aiohttp.")]
+    = "fast",
     output: Annotated[Path, typer.Option("-o", "--output", help="Sweep folder; each rate "
                                          "gets qps<rate>/.")] = Path("runs/bench"),
     resume: Annotated[bool, typer.Option(help="Continue a killed run or sweep.")] = False,
@@ -94,7 +96,8 @@ def bench(
             tokenizer=tokenizer, timeout_s=timeout_s, api_key_env=api_key_env,
             gpu_name=gpu_name, gpu_count=gpu_count, tensor_parallel_size=tensor_parallel_size,
             replicas=replicas, price_usd_per_gpu_h=price_usd_per_gpu_h, telemetry=telemetry,
-            idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_slo(goodput))
+            idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_slo(goodput),
+            http_client=http_client)
         summaries = run_qps_sweep(config, parse_qps(qps), output, resume=resume,
                                   progress=progress)
     except (InputError, FileExistsError, ValueError, KeyError) as err:

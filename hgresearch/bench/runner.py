@@ -211,8 +211,6 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
         headers["Authorization"] = f"Bearer {key}"
     secrets = (key,) if key else ()
     fast = config.http_client == "fast"
-    if config.http_client not in ("fast", "aiohttp"):
-        raise ValueError(f"http_client must be 'fast' or 'aiohttp', got {config.http_client!r}")
     path = "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
     fast_pool = FastPool(config.base_url) if fast else None
 
@@ -294,6 +292,20 @@ def _process_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _validate(config: BenchConfig) -> None:
+    """Fail before anything is written when a parameter cannot work."""
+    if config.endpoint not in ("completions", "chat"):
+        raise ValueError(f"endpoint must be 'completions' or 'chat', got {config.endpoint!r}")
+    if config.http_client not in ("fast", "aiohttp"):
+        raise ValueError(f"http_client must be 'fast' or 'aiohttp', got {config.http_client!r}")
+    if config.num_prompts < 1:
+        raise ValueError(f"num_prompts must be >= 1, got {config.num_prompts}")
+    if config.max_concurrency is not None and config.max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {config.max_concurrency}")
+    if not config.base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must start with http:// or https://, got {config.base_url!r}")
+
+
 def _check_resume(config: BenchConfig, stored: dict[str, Any], path: Path) -> None:
     new = config.to_json()
     for name in IDENTITY_FIELDS:
@@ -315,6 +327,7 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
         server_info: the server's ``/v1/models`` and ``/version`` answers when the caller has
             them (else they are fetched).
     """
+    _validate(config)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     jsonl = run_dir / REQUESTS_FILE
