@@ -30,9 +30,8 @@ def test_notebook_runs_under_papermill_and_writes_run_folders(tmp_path):
         pm.execute_notebook(
             str(NOTEBOOK), str(tmp_path / "out.ipynb"), kernel_name="python3",
             progress_bar=False, cwd=str(REPO),
-            parameters={"base_url": url, "model": "test-model", "qps": [40, 20],
-                        "num_prompts": 12, "workload": {"kind": "random", "input_len": 8,
-                                                        "output_len": 5},
+            parameters={"base_url": url, "model": "test-model", "qps": "[40, 20]",
+                        "num_prompts": 12, "workload": "random:input_len=8,output_len=5",
                         "gpu_name": "RTX-4090", "gpu_count": 1, "idle_baseline_s": 0.0,
                         "telemetry": False, "output_dir": str(out),
                         "reference_dir": "", "build_dir": str(tmp_path / "b"),

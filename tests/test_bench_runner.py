@@ -210,3 +210,30 @@ def test_concurrency_cap_is_respected_and_its_wait_is_not_schedule_lag(tmp_path)
     assert max(r["cap_wait_ns"] for r in records) > 20e6  # later requests waited for a slot
     assert s["completed"] == 12 and s["schedule_lag_p99_ms"] < 20
     assert s["p99_ttft_from_scheduled_ms"] > s["p99_ttft_ms"] + 20  # queueing included
+
+
+def test_unreachable_server_stops_early_and_leaves_a_restartable_folder(tmp_path):
+    from hgresearch.bench.runner import ServerUnreachable
+
+    with socket_closed_port() as port:
+        cfg = _config(f"http://127.0.0.1:{port}", num_prompts=5, timeout_s=2.0)
+        with pytest.raises(ServerUnreachable, match="no server answers"):
+            run_benchmark(cfg, tmp_path, progress=False)
+        with pytest.raises(ServerUnreachable):  # no "already holds records" on a retry
+            run_benchmark(cfg, tmp_path, progress=False)
+
+
+class socket_closed_port:  # noqa: N801 - used as a context manager
+    """A local port nothing listens on."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        return self.port
+
+    def __exit__(self, *exc) -> None:
+        return None

@@ -83,7 +83,7 @@ def bench(
     progress: Annotated[bool, typer.Option(help="Live progress bar.")] = True,
 ) -> None:
     """Benchmark a server at each request rate; writes one run folder per rate."""
-    from hgresearch.bench.runner import BenchConfig, run_qps_sweep
+    from hgresearch.bench.runner import BenchConfig, ServerUnreachable, run_qps_sweep
     from hgresearch.bench.workloads import parse_workload
     from hgresearch.errors import InputError
 
@@ -100,7 +100,7 @@ def bench(
             http_client=http_client)
         summaries = run_qps_sweep(config, parse_qps(qps), output, resume=resume,
                                   progress=progress)
-    except (InputError, FileExistsError, ValueError, KeyError) as err:
+    except (InputError, FileExistsError, ValueError, KeyError, ServerUnreachable) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     for s in summaries:

@@ -55,6 +55,10 @@ IDENTITY_FIELDS = ("base_url", "model", "endpoint", "request_rate_qps", "num_pro
                    "burstiness", "arrival", "workload", "seed", "tokenizer", "ignore_eos")
 
 
+class ServerUnreachable(RuntimeError):
+    """Neither ``/v1/models`` nor the warm-up request got an answer: nothing to measure."""
+
+
 @dataclass
 class BenchConfig:
     """Parameters of one benchmark point (everything but secrets; saved in config.json)."""
@@ -231,10 +235,17 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             base = config.base_url.rstrip("/")
             server_info = {"models": await get_json(session, base + "/v1/models", headers),
                            "version": await get_json(session, base + "/version", headers)}
+        warm_records = []
         for spec in warmup:
             rec = await send(session, spec, prepare(spec))
             rec.update(warmup=True, segment=segment)
             writer.write(rec)
+            warm_records.append(rec)
+        unreachable = "error" in (server_info.get("models") or {})
+        if warm_records and unreachable and all(
+                r["error_class"] == "connection_dropped" for r in warm_records):
+            raise ServerUnreachable(f"no server answers at {config.base_url}: "
+                                    f"{warm_records[-1]['error']}")
         on_run_start()
         sem = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         # No garbage-collector pauses while sending: a full collection can stall the loop for
@@ -332,16 +343,21 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
     run_dir.mkdir(parents=True, exist_ok=True)
     jsonl = run_dir / REQUESTS_FILE
     config_path = run_dir / CONFIG_FILE
-    has_records = jsonl.exists() and jsonl.stat().st_size > 0
+    repair(jsonl)
+    records = read_records(jsonl)
+    has_records = any(not r.get("warmup") for r in records)
     if has_records and not resume:
         raise FileExistsError(f"{run_dir} already holds request records; resume it "
                               "(--resume) or choose a new folder")
+    if not has_records:
+        # Nothing measured yet (e.g. a start that found no server): begin afresh.
+        for name in (REQUESTS_FILE, TELEMETRY_FILE, SUMMARY_FILE, CONFIG_FILE):
+            (run_dir / name).unlink(missing_ok=True)
+        records = []
     stored: dict[str, Any] | None = None
-    if config_path.exists() and (resume or has_records):
+    if config_path.exists():
         stored = json.loads(config_path.read_text(encoding="utf-8"))
         _check_resume(config, stored["config"], config_path)
-    repair(jsonl)
-    records = read_records(jsonl)
     done = {r["index"] for r in records if not r.get("warmup")}
     segment = 1 + max((int(r.get("segment") or 0) for r in records), default=-1)
 
