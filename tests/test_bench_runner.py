@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from fake_nvml import CONSTANT_TRACE, FakeNVML
 
@@ -155,7 +156,8 @@ def test_measured_energy_with_fake_nvml(tmp_path, monkeypatch):
     monkeypatch.setattr(telemetry, "_import_nvml", lambda: fake)
     with serve_in_thread(ServerConfig(ttft_ms=5, itl_ms=2)) as url:
         s = run_benchmark(_config(url, telemetry=True, telemetry_hz=50, idle_baseline_s=0.3,
-                                  request_rate_qps=100.0), tmp_path, progress=False)
+                                  request_rate_qps=100.0, warmup_requests=6), tmp_path,
+                          progress=False)
     assert s["gpu_name"] == "H100-PCIe" and s["gpu_count"] == 2
     assert s["telemetry_available"] is True
     assert s["energy_source"] == "nvml_energy_counter"
@@ -167,6 +169,8 @@ def test_measured_energy_with_fake_nvml(tmp_path, monkeypatch):
     assert s["energy_per_output_tok_j"] == pytest.approx(s["energy_j"] / 240)
     meta = json.loads((tmp_path / "config.json").read_text())
     assert [g["name"] for g in meta["gpu_inventory"]] == ["NVIDIA H100 PCIe"] * 2
+    phases = pd.read_csv(tmp_path / "telemetry.csv").phase
+    assert list(dict.fromkeys(phases)) == ["idle", "warmup", "run"]  # in this order
     assert summarize_run_dir(tmp_path, write=False) == s
 
 

@@ -190,20 +190,23 @@ class _Progress:
         now = time.monotonic()
         if now - self._last > 0.5:  # keep the hot path light
             self._last = now
-            elapsed = max(now - self.start, 1e-9)
-            self._bar.set_postfix_str(
-                f"sent={self.sent} done={self.done} failed={self.failed} "
-                f"{self.done / elapsed:.1f} req/s {self.tokens / elapsed:.0f} tok/s",
-                refresh=False)
+            self._postfix(now)
+
+    def _postfix(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        self._bar.set_postfix_str(
+            f"sent={self.sent} done={self.done} failed={self.failed} "
+            f"{self.done / elapsed:.1f} req/s {self.tokens / elapsed:.0f} tok/s", refresh=False)
 
     def close(self) -> None:
         if self._bar is not None:
+            self._postfix(time.monotonic())
             self._bar.close()
 
 
 async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
                  warmup: list[RequestSpec], writer: RecordWriter, segment: int,
-                 server_info: dict[str, Any] | None, on_run_start: Any,
+                 server_info: dict[str, Any] | None, set_phase: Any,
                  progress: _Progress) -> dict[str, Any] | None:
     opts = ClientOptions(base_url=config.base_url, model=config.model,
                          endpoint=config.endpoint, timeout_s=config.timeout_s,
@@ -236,6 +239,7 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             server_info = {"models": await get_json(session, base + "/v1/models", headers),
                            "version": await get_json(session, base + "/version", headers)}
         warm_records = []
+        set_phase("warmup")  # keeps warm-up load out of the idle baseline
         for spec in warmup:
             rec = await send(session, spec, prepare(spec))
             rec.update(warmup=True, segment=segment)
@@ -246,7 +250,7 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
                 r["error_class"] == "connection_dropped" for r in warm_records):
             raise ServerUnreachable(f"no server answers at {config.base_url}: "
                                     f"{warm_records[-1]['error']}")
-        on_run_start()
+        set_phase("run")
         sem = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         # No garbage-collector pauses while sending: a full collection can stall the loop for
         # milliseconds (schedule lag, late timestamps); collect now and once after the run.
@@ -410,7 +414,7 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
         cpu_start = _process_cpu_s()
         try:
             info = _run_coroutine(_drive(config, todo, warm, writer, segment, server_info,
-                                         lambda: sampler.set_phase("run"), bar))
+                                         sampler.set_phase, bar))
         finally:
             writer.close()
             bar.close()
