@@ -107,9 +107,10 @@ def main() -> None:
                   f"{row['achieved_rps']:.1f} req/s, load {row['load_avg_1min_before']}, "
                   f"cpu {row['client_cpu_us_per_token']:.1f} us/token "
                   f"{'ok' if ok else 'FAIL'}", flush=True)
-            if not ok:
-                break
-            best = rate
+            if ok:
+                best = rate
+            elif row["schedule_lag_p99_ms"] > 10 or row["failed"]:
+                break  # far past the limit: higher rates only take longer
         results["max_sustained_rate_qps_lag_p99_under_1ms"] = best
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
