@@ -17,6 +17,15 @@ from hgresearch.models.cli import models_app  # noqa: E402  (sub-command, define
 app.add_typer(models_app, name="models")
 
 
+def _register_bench() -> None:
+    from hgresearch.bench.cli import bench
+
+    app.command("bench")(bench)
+
+
+_register_bench()
+
+
 @data_app.command("fetch")
 def data_fetch(
     name: Annotated[str, typer.Argument(help="Dataset name.")] = "ionet-aibc2025",
