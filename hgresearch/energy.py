@@ -7,7 +7,7 @@
    figure; the PCIe board's limit is 350 W, see ``data/hardware.csv``) and 450 W for the
    RTX 4090: ``tdp="paper"`` reproduces that, ``tdp="datasheet"`` uses the catalog's TDP.
 2. **Measured energy** from hgresearch run folders (``summary.json`` + ``telemetry.csv`` +
-   ``requests.jsonl``, see CONTRACTS.md): NVML counter delta (or power integral) over the
+   ``requests.jsonl``, see docs/measurement.md): NVML counter delta (or power integral) over the
    steady-state window, the idle baseline separately, and a block-bootstrap confidence interval.
 3. **Utilisation-based power model** for runs without telemetry:
    ``P = P_idle + (P_max - P_idle) * f(u)`` per GPU, with ``u`` the run's token throughput
@@ -306,14 +306,6 @@ TELEMETRY_COLUMNS = ["t_ns", "phase", "gpu_index", "power_w", "energy_counter_j"
                      "temperature_c", "power_limit_w"]
 _TELEMETRY_NUMERIC = [c for c in TELEMETRY_COLUMNS if c != "phase"]
 
-#: Names the request records may use for the fields we need (first match wins).
-_REQUEST_KEYS = {
-    "first_token_ns": ("first_token_ns", "first_token_t_ns", "ttft_at_ns", "first_token_time_ns"),
-    "done_ns": ("done_ns", "end_ns", "completed_ns", "finish_ns", "done_t_ns"),
-    "prompt_tok": ("prompt_tokens", "prompt_tok", "input_tokens", "prompt_len"),
-    "output_tok": ("output_tokens", "output_tok", "completion_tokens", "output_len"),
-}
-
 MEASURED_COLUMNS = [
     "measured_energy_source", "measured_window_s", "measured_window_tok",
     "measured_energy_j", "measured_mean_power_w", "measured_idle_power_w",
@@ -324,7 +316,7 @@ MEASURED_COLUMNS = [
 
 
 def read_telemetry(path: str | Path) -> pd.DataFrame:
-    """Read ``telemetry.csv`` (CONTRACTS.md; ``telemetry.parquet`` beside it is read when the
+    """Read ``telemetry.csv`` (docs/measurement.md; ``telemetry.parquet`` beside it is read when the
     CSV is absent). A missing or header-only file gives an empty table; a bad value raises
     :class:`InputError` naming the file, line (row + 2 for Parquet) and field."""
     path = Path(path)
@@ -353,10 +345,12 @@ def read_telemetry(path: str | Path) -> pd.DataFrame:
             index = int(values.isna().idxmax())
             raise InputError("value is required", file=str(path), line=index + 2, field=column)
         table[column] = values
-    bad_phase = ~table.phase.isin(["idle", "run"])
+    # "warmup" samples (warm-up requests before the measured run) belong to neither the idle
+    # baseline nor the run window.
+    bad_phase = ~table.phase.isin(["idle", "warmup", "run"])
     if bad_phase.any():
         index = int(bad_phase.idxmax())
-        raise InputError(f"expected 'idle' or 'run', got {table.phase[index]!r}",
+        raise InputError(f"expected 'idle', 'warmup' or 'run', got {table.phase[index]!r}",
                          file=str(path), line=index + 2, field="phase")
     table["t_ns"] = table.t_ns.astype("int64")
     table["gpu_index"] = table.gpu_index.astype("int64")
@@ -364,34 +358,23 @@ def read_telemetry(path: str | Path) -> pd.DataFrame:
                                                 ).reset_index(drop=True)
 
 
-def _request_value(record: dict[str, Any], field: str) -> float:
-    for key in _REQUEST_KEYS[field]:
-        if key in record and record[key] is not None:
-            return float(record[key])
-    return math.nan
-
-
 def read_request_tokens(path: str | Path) -> pd.DataFrame:
-    """Per successful request: ``first_token_ns``, ``done_ns``, ``prompt_tok``, ``output_tok``
-    from ``requests.jsonl`` (field names of CONTRACTS.md's request records; a truncated last
-    line, as a crash leaves it, is ignored)."""
-    path = Path(path)
-    rows = []
-    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError:
-            if number == len(lines):  # the in-flight line of a killed run
-                continue
-            raise InputError("malformed JSON", file=str(path), line=number) from None
-        if record.get("success") is False:
-            continue
-        row = {field: _request_value(record, field) for field in _REQUEST_KEYS}
-        rows.append(row)
-    return pd.DataFrame(rows, columns=list(_REQUEST_KEYS))
+    """Per successful measured request of ``requests.jsonl``: ``first_token_ns``, ``done_ns``,
+    ``prompt_tok``, ``output_tok`` (read with :func:`hgresearch.bench.records.read_records`, so a
+    truncated last line, as a crash leaves it, is ignored; warm-up requests are left out)."""
+    from hgresearch.bench.records import read_records, requests_table
+
+    columns = ["first_token_ns", "done_ns", "prompt_tok", "output_tok"]
+    table = requests_table(read_records(Path(path)))
+    if table.empty:
+        return pd.DataFrame(columns=columns, dtype="float64")
+    table = table[table.success & ~table.warmup]
+    return pd.DataFrame({
+        "first_token_ns": table.t_first_token_ns.astype("float64"),
+        "done_ns": table.t_done_ns.astype("float64"),
+        "prompt_tok": table.prompt_tokens.astype("float64"),
+        "output_tok": table.output_tokens.astype("float64"),
+    }).reset_index(drop=True)
 
 
 def tokens_in_window(requests: pd.DataFrame, start_ns: float, end_ns: float) -> float:

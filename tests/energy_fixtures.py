@@ -1,4 +1,4 @@
-"""Build hgresearch run folders (CONTRACTS.md layout) with synthetic telemetry for the energy
+"""Build hgresearch run folders (the run-folder layout of docs/measurement.md) with synthetic telemetry for the energy
 tests. A test double: this machine has no GPU/NVML, so the NVML samples are generated here
 with known power so the expected energy can be computed by hand."""
 
@@ -34,9 +34,11 @@ def make_run_folder(
         for i, start in enumerate(starts):
             first = t0_ns + int((start + 0.1) * S)
             handle.write(json.dumps({
-                "request_id": i, "success": True, "scheduled_ns": t0_ns + int(start * S),
-                "sent_ns": t0_ns + int(start * S), "first_token_ns": first,
-                "done_ns": first + int(request_s * S), "prompt_tokens": prompt_tok,
+                "index": i, "warmup": False, "success": True,
+                "t_scheduled_ns": t0_ns + int(start * S),
+                "t_sent_ns": t0_ns + int(start * S), "t_first_token_ns": first,
+                "t_last_token_ns": first + int(request_s * S),
+                "t_done_ns": first + int(request_s * S), "prompt_tokens": prompt_tok,
                 "output_tokens": output_tok}) + "\n")
     lines = ["t_ns,phase,gpu_index,power_w,energy_counter_j,gpu_util_pct,mem_util_pct,"
              "mem_used_mib,sm_clock_mhz,temperature_c,power_limit_w"]

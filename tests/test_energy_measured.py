@@ -1,4 +1,4 @@
-"""Measured energy from hgresearch run folders (CONTRACTS.md layout).
+"""Measured energy from hgresearch run folders (the run-folder layout of docs/measurement.md).
 
 The run folders are built by ``energy_fixtures.make_run_folder`` with synthetic NVML samples
 (a test double: no GPU or NVML here) whose energy is known by construction.
@@ -137,7 +137,7 @@ def test_truncated_last_request_line_is_ignored(tmp_path):
     run = make_run_folder(tmp_path / "run")
     before = energy.measure_run(run)["measured_window_tok"]
     with open(run / "requests.jsonl", "a") as handle:
-        handle.write('{"request_id": 99, "first_token_ns": ')  # kill -9 mid-write
+        handle.write('{"index": 99, "t_first_token_ns": ')  # kill -9 mid-write
     assert energy.measure_run(run)["measured_window_tok"] == before
     text = (run / "requests.jsonl").read_text().splitlines()
     text.insert(1, "{broken")
