@@ -86,5 +86,9 @@ def reproduce(
         raise typer.Exit(1) from None
 
 
+from hgresearch.cli_serve import register as _register_serve  # noqa: E402
+
+_register_serve(app)  # serve, model synth|list, sweep
+
 if __name__ == "__main__":  # pragma: no cover
     app()
