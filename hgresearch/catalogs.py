@@ -6,6 +6,7 @@ typo in a catalog fails loudly with the file, line and field.
 
 from __future__ import annotations
 
+import csv
 import functools
 from pathlib import Path
 
@@ -22,7 +23,13 @@ def _read_catalog(name: str, required: dict[str, str], nonnegative: list[str]) -
     path = DATA_DIR / name
     if not path.exists():
         raise InputError("catalog file not found", file=str(path))
-    table = pd.read_csv(path, keep_default_na=True)
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    for number, row in enumerate(rows[1:], start=2):
+        if row and len(row) != len(rows[0]):
+            raise InputError(f"expected {len(rows[0])} fields, got {len(row)} "
+                             "(quote values that contain commas)", file=str(path), line=number)
+    table = pd.read_csv(path, keep_default_na=True, index_col=False)
     for column, kind in required.items():
         if column not in table.columns:
             raise InputError(f"missing column (expected {kind})", file=str(path), field=column)

@@ -391,10 +391,12 @@ def select_repeats(runs: pd.DataFrame, policy: str = "first") -> pd.DataFrame:
     if policy == "mean":
         numeric = [c for c in runs.columns if pd.api.types.is_numeric_dtype(runs[c])
                    and c not in POINT_KEYS and c not in ("repeat_index", "repeat_count")]
-        first = runs[runs.repeat_index == 0].set_index(POINT_KEYS)
-        means = runs.groupby(POINT_KEYS, dropna=False)[numeric].mean()
-        first.update(means)
-        return first.reset_index()[runs.columns]
+        # Missing keys (e.g. max_concurrency) must still group, so group on their text form.
+        point = runs[POINT_KEYS].apply(lambda col: col.map(str)).agg("|".join, axis=1)
+        means = runs[numeric].groupby(point).transform("mean")
+        averaged = runs.copy()
+        averaged[numeric] = means
+        return averaged[averaged.repeat_index == 0].reset_index(drop=True)
     raise ValueError(f"repeat policy must be 'first', 'mean' or 'all', got {policy!r}")
 
 

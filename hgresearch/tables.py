@@ -69,7 +69,7 @@ def write_table(frame: pd.DataFrame, stem: str | Path, *, caption: str, label: s
     shown = format_table(frame, decimals, default_decimals)
     header = [str(c) for c in shown.columns]
     md = [f"**{caption}**", "", "| " + " | ".join(header) + " |",
-          "|" + "|".join("---" if frame[c].dtype == object else "---:" for c in frame.columns)
+          "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(frame[c]) else "---" for c in frame.columns)
           + "|"]
     md += ["| " + " | ".join(row) + " |" for row in shown.astype(str).values.tolist()]
     for note in notes or []:

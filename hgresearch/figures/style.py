@@ -48,8 +48,19 @@ def apply_style() -> None:
     plt.rcParams.update(RC)
 
 
-def color_for(gpu_name: str) -> str:
-    return GPU_COLORS.get(gpu_name, "#333333")
+def color_for(gpu_name: str, gpu_count: int | None = None) -> str:
+    """Colour of a GPU type; with ``gpu_count``, a darker shade for larger configurations so
+    that 2x/4x/8x of one GPU stay distinguishable."""
+    from matplotlib.colors import to_hex, to_rgb
+
+    base = GPU_COLORS.get(gpu_name, "#333333")
+    if gpu_count is None:
+        return base
+    # 1 GPU -> lighter, 8 GPUs -> darker; 2 GPUs keep the base colour.
+    shade = {1: 0.35, 2: 0.0, 4: -0.3, 8: -0.55}.get(int(gpu_count), 0.0)
+    rgb = to_rgb(base)
+    mixed = [c + (1 - c) * shade if shade > 0 else c * (1 + shade) for c in rgb]
+    return to_hex(mixed)
 
 
 def save_figure(fig: plt.Figure, stem: str | Path) -> list[Path]:

@@ -1,0 +1,145 @@
+"""Figures of the paper (Figure 1) and the beyond-the-paper views of the same runs."""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import TwoSlopeNorm
+
+from hgresearch.figures.style import COUNT_MARKERS, apply_style, color_for
+
+
+def _hardware_style(points: pd.DataFrame, hardware: str) -> dict:
+    row = points[points.hardware == hardware].iloc[0]
+    shaded = points[points.gpu_name == row.gpu_name].gpu_count.nunique() > 1
+    color = color_for(row.gpu_name, int(row.gpu_count) if shaded else None)
+    return {"color": color, "marker": COUNT_MARKERS.get(int(row.gpu_count), "o")}
+
+
+def figure1_scaling(points: pd.DataFrame, hardware: list[str], model: str,
+                    projection: dict | None = None) -> plt.Figure:
+    """Target QPS (log2) vs achieved requests/s per configuration, the ideal line, each point
+    annotated with its cost per 1M tokens, and an optional projected replica point.
+
+    ``points`` comes from :func:`hgresearch.paper.scaling_points`; ``projection`` from
+    :func:`hgresearch.paper.project_replicas`.
+    """
+    apply_style()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4) if len(hardware) <= 2 else (7.6, 5.6))
+    rates = np.sort(points.request_rate_qps.unique())
+    dense = np.geomspace(rates.min(), rates.max(), 200)
+    ax.plot(dense, dense, color="#999999", linestyle="--", linewidth=1,
+            label="ideal (achieved = target)")
+    for hw in hardware:
+        data = points[points.hardware == hw].sort_values("request_rate_qps")
+        ax.plot(data.request_rate_qps, data.request_throughput_rps, label=hw, linewidth=1.5,
+                markersize=5, **_hardware_style(points, hw))
+    _cost_labels(ax, points[points.hardware.isin(hardware)])
+    if projection is not None:
+        ax.plot([projection["request_rate_qps"]], [projection["request_throughput_rps"]],
+                marker="*", markersize=12, linestyle="none", color=color_for("RTX-4090"),
+                markeredgecolor="black",
+                label=f"projected {projection['hardware']}:\n"
+                + textwrap.fill(projection["rule"], 60))
+        ax.annotate(f"${projection['cost_usd_per_1m_tok']:.3f}",
+                    (projection["request_rate_qps"], projection["request_throughput_rps"]),
+                    textcoords="offset points", xytext=(6, 4), fontsize=7)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(rates, [f"{r:g}" for r in rates])
+    ax.set_xlabel("target request rate (QPS, log₂)")
+    ax.set_ylabel("achieved request rate (requests/s)")
+    ax.set_title(f"Scaling pattern — {model}\nlabels: cost per 1M tokens (input+output)")
+    ax.legend(loc="upper left", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _cost_labels(ax: plt.Axes, points: pd.DataFrame) -> None:
+    """Cost labels right of each point, stacked top-down per QPS so that none overlap."""
+    top = float(max(points.request_throughput_rps.max(), points.request_rate_qps.max()))
+    gap = 0.05 * top
+    for rate, group in points.groupby("request_rate_qps", sort=True):
+        previous = np.inf
+        for row in group.sort_values("request_throughput_rps", ascending=False).itertuples():
+            label_y = min(row.request_throughput_rps + 0.3 * gap, previous - gap)
+            previous = label_y
+            ax.annotate(f"${row.cost_usd_per_1m_tok:.3f}", (rate, row.request_throughput_rps),
+                        xytext=(rate * 1.07, label_y), fontsize=6.5, va="center",
+                        color=_hardware_style(points, row.hardware)["color"])
+
+
+def ttft_percentiles_vs_qps(runs: pd.DataFrame, hardware: list[str], model: str,
+                            percentiles: tuple[str, ...] = ("p50", "p90", "p99"),
+                            slo_ms: float | None = None) -> plt.Figure:
+    """TTFT percentiles vs offered QPS per configuration, one panel per percentile, log y."""
+    apply_style()
+    fig, axes = plt.subplots(1, len(percentiles), figsize=(9.6, 3.4), sharey=True)
+    for ax, pct in zip(np.atleast_1d(axes), percentiles, strict=True):
+        for hw in hardware:
+            data = runs[runs.hardware == hw].sort_values("request_rate_qps")
+            ax.plot(data.request_rate_qps, data[f"{pct}_ttft_ms"], label=hw, markersize=4,
+                    **_hardware_style(runs, hw))
+        if slo_ms is not None:
+            ax.axhline(slo_ms, color="black", linewidth=0.8, linestyle=":",
+                       label=f"{slo_ms:g} ms SLO")
+        ax.set_xscale("log", base=2)
+        rates = np.sort(runs.request_rate_qps.unique())
+        ax.set_xticks(rates, [f"{r:g}" for r in rates])
+        ax.set_yscale("log")
+        ax.set_title(f"TTFT {pct}")
+        ax.set_xlabel("offered QPS")
+    np.atleast_1d(axes)[0].set_ylabel("time to first token (ms)")
+    np.atleast_1d(axes)[-1].legend(frameon=False)
+    fig.suptitle(f"Time to first token vs load — {model}")
+    fig.tight_layout()
+    return fig
+
+
+def cost_vs_qps(runs: pd.DataFrame, hardware: list[str], model: str) -> plt.Figure:
+    """Cost per 1M tokens (input+output) vs offered QPS per configuration."""
+    apply_style()
+    fig, ax = plt.subplots()
+    for hw in hardware:
+        data = runs[runs.hardware == hw].sort_values("request_rate_qps")
+        ax.plot(data.request_rate_qps, data.cost_usd_per_1m_tok, label=hw, markersize=5,
+                **_hardware_style(runs, hw))
+    rates = np.sort(runs.request_rate_qps.unique())
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(rates, [f"{r:g}" for r in rates])
+    ax.set_yscale("log")
+    ax.set_xlabel("offered QPS")
+    ax.set_ylabel("cost per 1M tokens (USD)")
+    scenario = runs.price_scenario.iloc[0] if "price_scenario" in runs else ""
+    ax.set_title(f"Cost per 1M tokens vs load — {model} ({scenario} prices)")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def throughput_ratio_heatmap(ratios: pd.DataFrame, reference: str = "1x H100-PCIe"
+                             ) -> plt.Figure:
+    """Heatmap of challenger/reference throughput per (model, GPU count) row and QPS column.
+
+    ``ratios`` comes from :func:`hgresearch.paper.throughput_ratio_table`.
+    """
+    apply_style()
+    grid = ratios.pivot_table(index=["model", "hardware"], columns="request_rate_qps",
+                              values="throughput_ratio", sort=True)
+    fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(grid) + 1.4))
+    norm = TwoSlopeNorm(vmin=min(0.4, float(np.nanmin(grid.values))), vcenter=1.0,
+                        vmax=max(1.2, float(np.nanmax(grid.values))))
+    image = ax.imshow(grid.values, cmap="RdBu", norm=norm, aspect="auto")
+    for (i, j), value in np.ndenumerate(grid.values):
+        if not np.isnan(value):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(grid.shape[1]), [f"{q:g}" for q in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [f"{m} — {h}" for m, h in grid.index])
+    ax.set_xlabel("offered QPS")
+    ax.grid(False)
+    fig.colorbar(image, ax=ax, label=f"output throughput / {reference}")
+    ax.set_title(f"RTX-4090 configurations vs {reference} at matched offered load")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,92 @@
+"""`hgresearch reproduce` end to end: notebooks executed by papermill, outputs stable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from typer.testing import CliRunner
+
+from hgresearch.cli import app
+from hgresearch.pipeline import NotebookFailed, execute_notebook, reproduce_notebooks
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory, reference_dir):
+    root = tmp_path_factory.mktemp("reproduce")
+    result = CliRunner().invoke(app, ["reproduce", "--from", str(reference_dir), "--build-dir",
+                                      str(root / "build"), "--paper-dir", str(root / "paper")])
+    assert result.exit_code == 0, result.output
+    return root, result.output
+
+
+def test_notebooks_are_committed_clean():
+    for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                assert not cell["outputs"] and cell["execution_count"] is None, path
+                assert "def " not in "".join(cell["source"]), f"{path}: no def in notebooks"
+        tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(tagged) == 1, f"{path}: one cell tagged 'parameters'"
+
+
+def test_reproduce_writes_tables_and_figures(reproduced):
+    root, output = reproduced
+    assert "02_ingest.ipynb done" in output and "03_cost_performance.ipynb done" in output
+    assert "headline numbers:" in output
+    tables = root / "paper" / "tables"
+    figures = root / "paper" / "figures"
+    for stem in ("table1_gpu_prices", "table2_cost_performance"):
+        for suffix in (".csv", ".md", ".tex"):
+            assert (tables / f"{stem}{suffix}").stat().st_size > 0
+    for stem in ("figure1_scaling", "figure1_scaling_all_configurations",
+                 "ttft_percentiles_vs_qps", "cost_vs_qps", "throughput_ratio_heatmap"):
+        assert (figures / f"{stem}.png").stat().st_size > 10_000
+        assert (figures / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+    assert len((tables / "table2_cost_performance.csv").read_text().splitlines()) == 21
+    for notebook in reproduce_notebooks():
+        assert (root / "build" / "notebooks" / notebook.name).exists()
+
+
+def test_committed_tables_match_regenerated(reproduced):
+    """The tables committed under paper/ are what the pipeline produces from the raw data."""
+    root, _ = reproduced
+    regenerated = _digests(root / "paper" / "tables")
+    committed = _digests(REPO_ROOT / "paper" / "tables")
+    assert regenerated == {k: v for k, v in committed.items() if k in regenerated}
+    assert set(regenerated) == set(committed)
+
+
+def test_second_run_is_byte_identical(reproduced, reference_dir, tmp_path):
+    root, _ = reproduced
+    result = CliRunner().invoke(app, ["reproduce", "--from", str(reference_dir), "--build-dir",
+                                      str(tmp_path / "build"), "--paper-dir",
+                                      str(tmp_path / "paper")])
+    assert result.exit_code == 0, result.output
+    assert _digests(tmp_path / "paper") == _digests(root / "paper")
+
+
+def test_failing_notebook_names_cell_and_keeps_copy(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("1 / 0")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    source = tmp_path / "broken.ipynb"
+    nbformat.write(nb, source)
+    output = tmp_path / "out" / "broken.ipynb"
+    with pytest.raises(NotebookFailed) as info:
+        execute_notebook(source, output, {})
+    message = str(info.value)
+    assert "broken.ipynb" in message and "cell 2" in message and "ZeroDivisionError" in message
+    assert output.exists()
