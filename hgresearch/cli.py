@@ -14,6 +14,15 @@ data_app = typer.Typer(help="Reference data: fetch and verify the paper's raw re
 app.add_typer(data_app, name="data")
 
 
+def _register_bench() -> None:
+    from hgresearch.bench.cli import bench
+
+    app.command("bench")(bench)
+
+
+_register_bench()
+
+
 @data_app.command("fetch")
 def data_fetch(
     name: Annotated[str, typer.Argument(help="Dataset name.")] = "ionet-aibc2025",

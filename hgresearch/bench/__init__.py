@@ -1,0 +1,10 @@
+"""The measurement side: workloads, arrival schedules, the streaming client, the run loop.
+
+* :mod:`hgresearch.bench.workloads` — request specs (ShareGPT, random, synthetic, JSONL);
+* :mod:`hgresearch.bench.schedule` — seeded absolute arrival times and precise sleeping;
+* :mod:`hgresearch.bench.client` — asyncio streaming client for OpenAI-compatible servers;
+* :mod:`hgresearch.bench.records` — crash-safe ``requests.jsonl`` and the requests table;
+* :mod:`hgresearch.bench.runner` — :class:`BenchConfig`, :func:`run_benchmark`,
+  :func:`run_qps_sweep` (the run folder layout is in docs/measurement.md);
+* :mod:`hgresearch.bench.testserver` — a local streaming server (a test double).
+"""

@@ -1,0 +1,443 @@
+"""The run loop: one benchmark point (or a QPS sweep) -> a run folder.
+
+``<run_dir>/`` holds ``config.json`` (parameters without secrets, versions, host, server and
+GPU inventory), ``requests.jsonl`` (one line per finished request, flushed as it finishes),
+``telemetry.csv`` (NVML samples; header only without NVML) and ``summary.json`` (derived from
+the other files by :func:`summarize_run_dir`, so it can be re-derived offline at any time).
+
+The arrival schedule is fixed by the seed, and each request keeps its index, so a resumed run
+(``resume=True``) sends only the requests without a record, in their original relative order,
+as a new *segment*; durations and energy windows are summed over segments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from hgresearch import __version__
+from hgresearch.bench.client import (
+    ClientOptions,
+    encode_payload,
+    get_json,
+    make_session,
+    send_request,
+)
+from hgresearch.bench.records import RecordWriter, read_records, repair, requests_table
+from hgresearch.bench.schedule import DEFAULT_SPIN_NS, PAPER_QPS, arrival_offsets_ns, sleep_until_ns
+from hgresearch.bench.workloads import RequestSpec, build_requests
+
+CONFIG_FILE = "config.json"
+REQUESTS_FILE = "requests.jsonl"
+TELEMETRY_FILE = "telemetry.csv"
+SUMMARY_FILE = "summary.json"
+
+#: Config fields that define which requests a run sends; a resume must not change them.
+IDENTITY_FIELDS = ("base_url", "model", "endpoint", "request_rate_qps", "num_prompts",
+                   "burstiness", "arrival", "workload", "seed", "tokenizer", "ignore_eos")
+
+
+@dataclass
+class BenchConfig:
+    """Parameters of one benchmark point (everything but secrets; saved in config.json)."""
+
+    base_url: str = "http://127.0.0.1:8000"
+    model: str = "model"                  # served model name sent in each request
+    endpoint: str = "completions"         # "completions" or "chat"
+    request_rate_qps: float = math.inf    # mean arrival rate; inf sends all at once
+    num_prompts: int = 100                # measured requests (warm-up not counted)
+    burstiness: float = 1.0               # gamma shape; 1 = Poisson
+    arrival: str = "gamma"                # "gamma" (Poisson at burstiness 1) or "constant"
+    max_concurrency: int | None = None    # cap on requests in flight (None: no cap)
+    warmup_requests: int = 1              # sent before the run, excluded from metrics
+    workload: dict[str, Any] = field(default_factory=lambda: {
+        "kind": "random", "input_len": 1024, "output_len": 128, "range_ratio": 1.0})
+    dataset: str | None = None            # label in the summary (default: workload kind)
+    seed: int = 0                         # workload and schedule seed
+    tokenizer: str | None = None          # local tokenizer path (None: word approximation)
+    timeout_s: float = 600.0              # per-request timeout
+    api_key_env: str | None = "OPENAI_API_KEY"  # env var holding the API key (never saved)
+    ignore_eos: bool = True               # fixed output lengths (vLLM's ignore_eos)
+    continuous_usage: bool = True         # ask vLLM for usage on every streamed event
+    extra_body: dict[str, Any] = field(default_factory=dict)  # more request fields
+    gpu_name: str | None = None           # hardware label override (else NVML, else CPU)
+    gpu_count: int | None = None          # GPU count override (else NVML count, else 1)
+    tensor_parallel_size: int | None = None
+    replicas: int = 1
+    price_usd_per_gpu_h: float | None = None
+    telemetry: bool = True                # sample NVML while running (if available)
+    telemetry_hz: float = 10.0
+    idle_baseline_s: float = 5.0          # idle power measured this long before the run
+    goodput_slo_ms: dict[str, float] | None = None  # e.g. {"ttft": 500, "tpot": 50}
+    steady_fraction: float = 0.1          # ramp-up share left out of the steady window
+    bootstrap_reps: int = 1000
+    spin_ns: int = DEFAULT_SPIN_NS        # see schedule.sleep_until_ns
+    backend: str | None = None            # label; default "vllm" / "openai-chat"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-safe dict (``inf`` as the string "inf")."""
+        out = dataclasses.asdict(self)
+        out["request_rate_qps"] = _rate_json(self.request_rate_qps)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BenchConfig:
+        """Inverse of :meth:`to_json` (unknown keys are ignored)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "request_rate_qps" in values:
+            values["request_rate_qps"] = float(values["request_rate_qps"])
+        return cls(**values)
+
+
+def _rate_json(rate: float) -> float | str:
+    return "inf" if math.isinf(rate) else float(rate)
+
+
+def _git_commit() -> str | None:
+    from hgresearch.reference import REPO_ROOT
+
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=5, check=True)
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=5).stdout.strip()
+        return head.stdout.strip() + ("-dirty" if dirty else "")
+    except Exception:  # noqa: BLE001 - not a git checkout
+        return None
+
+
+def _package_versions() -> dict[str, str | None]:
+    names = ("aiohttp", "numpy", "pandas", "nvidia-ml-py", "tokenizers", "vllm")
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _resolve_hardware(config: BenchConfig, inventory: list[dict[str, Any]]) -> tuple[str, int]:
+    """GPU name (normalized, in data/hardware.csv) and count: override, else NVML, else CPU."""
+    from hgresearch.catalogs import normalize_gpu_name
+
+    if config.gpu_name:
+        name = normalize_gpu_name(config.gpu_name)
+    elif inventory:
+        try:
+            name = normalize_gpu_name(str(inventory[0]["name"]))
+        except KeyError:
+            warnings.warn(f"GPU {inventory[0]['name']!r} is not in data/hardware.csv; "
+                          "pass gpu_name", stacklevel=3)
+            name = str(inventory[0]["name"])
+    else:
+        name = "CPU"
+    count = config.gpu_count or (len(inventory) if inventory and config.gpu_name is None
+                                 else 1)
+    return name, int(count)
+
+
+class _Progress:
+    """Live progress line on stderr: sent / done / failed, request and token throughput."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.enabled = enabled
+        self.sent = self.done = self.failed = self.tokens = 0
+        self.start = time.monotonic()
+        self._last = 0.0
+        self._bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, file=sys.stderr, unit="req", mininterval=0.5,
+                             dynamic_ncols=True)
+
+    def on_sent(self) -> None:
+        self.sent += 1
+
+    def on_done(self, record: dict[str, Any]) -> None:
+        self.done += 1
+        self.failed += 0 if record["success"] else 1
+        self.tokens += record.get("output_tokens") or 0
+        if self._bar is None:
+            return
+        self._bar.update(1)
+        now = time.monotonic()
+        if now - self._last > 0.5:  # keep the hot path light
+            self._last = now
+            elapsed = max(now - self.start, 1e-9)
+            self._bar.set_postfix_str(
+                f"sent={self.sent} done={self.done} failed={self.failed} "
+                f"{self.done / elapsed:.1f} req/s {self.tokens / elapsed:.0f} tok/s",
+                refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
+                 warmup: list[RequestSpec], writer: RecordWriter, segment: int,
+                 server_info: dict[str, Any] | None, on_run_start: Any,
+                 progress: _Progress) -> dict[str, Any] | None:
+    opts = ClientOptions(base_url=config.base_url, model=config.model,
+                         endpoint=config.endpoint, timeout_s=config.timeout_s,
+                         ignore_eos=config.ignore_eos,
+                         continuous_usage=config.continuous_usage, extra_body=config.extra_body)
+    key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    secrets = (key,) if key else ()
+    # Encode every body before the clock starts: nothing to serialize while sending.
+    payloads = {spec.index: encode_payload(spec, opts) for spec, _ in todo}
+    pool = config.max_concurrency or max(len(todo), 1)
+    async with make_session(pool) as session:
+        if server_info is None:
+            base = config.base_url.rstrip("/")
+            server_info = {"models": await get_json(session, base + "/v1/models", headers),
+                           "version": await get_json(session, base + "/version", headers)}
+        for spec in warmup:
+            rec = await send_request(session, opts, spec, encode_payload(spec, opts), headers,
+                                     secrets)
+            rec.update(warmup=True, segment=segment)
+            writer.write(rec)
+        on_run_start()
+        sem = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        start_ns = time.monotonic_ns()
+
+        async def one(spec: RequestSpec, scheduled_ns: int) -> None:
+            t_wait = time.monotonic_ns()
+            if sem is not None:
+                async with sem:
+                    cap_wait = time.monotonic_ns() - t_wait
+                    progress.on_sent()
+                    rec = await send_request(session, opts, spec, payloads[spec.index],
+                                             headers, secrets)
+            else:
+                cap_wait = 0
+                progress.on_sent()
+                rec = await send_request(session, opts, spec, payloads[spec.index], headers,
+                                         secrets)
+            rec.update(warmup=False, segment=segment, segment_start_ns=start_ns,
+                       t_scheduled_ns=scheduled_ns, cap_wait_ns=cap_wait)
+            writer.write(rec)
+            progress.on_done(rec)
+
+        tasks = []
+        for spec, offset in todo:
+            scheduled = start_ns + offset
+            await sleep_until_ns(scheduled, config.spin_ns)
+            tasks.append(asyncio.create_task(one(spec, scheduled)))
+        await asyncio.gather(*tasks)
+    return server_info
+
+
+def _check_resume(config: BenchConfig, stored: dict[str, Any], path: Path) -> None:
+    new = config.to_json()
+    for name in IDENTITY_FIELDS:
+        if stored.get(name) != new.get(name):
+            raise ValueError(f"{path}: cannot resume with a different '{name}' "
+                             f"(run has {stored.get(name)!r}, asked {new.get(name)!r})")
+
+
+def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
+                  progress: bool = True, server_info: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """Run one benchmark point and write the run folder; returns the summary dict.
+
+    Args:
+        config: the point's parameters.
+        run_dir: the run folder (created). It must not hold records unless ``resume``.
+        resume: continue a killed run: requests with a record are not sent again.
+        progress: show the live progress bar on stderr.
+        server_info: the server's ``/v1/models`` and ``/version`` answers when the caller has
+            them (else they are fetched).
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    jsonl = run_dir / REQUESTS_FILE
+    config_path = run_dir / CONFIG_FILE
+    has_records = jsonl.exists() and jsonl.stat().st_size > 0
+    if has_records and not resume:
+        raise FileExistsError(f"{run_dir} already holds request records; resume it "
+                              "(--resume) or choose a new folder")
+    stored: dict[str, Any] | None = None
+    if config_path.exists() and (resume or has_records):
+        stored = json.loads(config_path.read_text(encoding="utf-8"))
+        _check_resume(config, stored["config"], config_path)
+    repair(jsonl)
+    records = read_records(jsonl)
+    done = {r["index"] for r in records if not r.get("warmup")}
+    segment = 1 + max((int(r.get("segment") or 0) for r in records), default=-1)
+
+    specs = build_requests(config.workload, config.num_prompts, seed=config.seed,
+                           tokenizer=config.tokenizer)
+    offsets = arrival_offsets_ns(config.num_prompts, config.request_rate_qps,
+                                 burstiness=config.burstiness, seed=config.seed,
+                                 kind=config.arrival)
+    todo_idx = [i for i in range(config.num_prompts) if i not in done]
+    base = int(offsets[todo_idx[0]]) if todo_idx else 0
+    todo = [(specs[i], int(offsets[i]) - base) for i in todo_idx]
+    warm = [] if done else build_requests(config.workload, config.warmup_requests,
+                                          seed=config.seed + 1, tokenizer=config.tokenizer)
+
+    from hgresearch.telemetry import Sampler
+
+    sampler = Sampler(run_dir / TELEMETRY_FILE, hz=config.telemetry_hz)
+    available = config.telemetry and sampler.start()
+    if config.telemetry and not available:
+        warnings.warn(f"telemetry unavailable ({sampler.reason}); energy fields will be "
+                      "missing", stacklevel=2)
+    gpu_name, gpu_count = _resolve_hardware(config, sampler.inventory)
+    meta = stored or {
+        "config": config.to_json(),
+        "date": datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
+        "hgresearch_version": __version__,
+        "git_commit": _git_commit(),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "packages": _package_versions(),
+        "gpu_name": gpu_name,
+        "gpu_count": gpu_count,
+        "gpu_inventory": sampler.inventory,
+        "telemetry_available": bool(available),
+        "telemetry_reason": sampler.reason,
+        "server_info": server_info,
+        "segments": [],
+    }
+    meta["segments"].append({"segment": segment, "started_utc":
+                             datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
+                             "requests_to_send": len(todo)})
+    config_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+    if todo:
+        if available and config.idle_baseline_s > 0:
+            time.sleep(config.idle_baseline_s)  # idle baseline, phase "idle"
+        bar = _Progress(len(todo), progress)
+        writer = RecordWriter(jsonl)
+        try:
+            info = asyncio.run(_drive(config, todo, warm, writer, segment, server_info,
+                                      lambda: sampler.set_phase("run"), bar))
+        finally:
+            writer.close()
+            bar.close()
+            if available:
+                sampler.stop()
+        if meta.get("server_info") is None:
+            meta["server_info"] = info
+            config_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    elif available:
+        sampler.stop()
+    summary = summarize_run_dir(run_dir)
+    if summary.get("client_limited"):
+        warnings.warn(f"{run_dir}: schedule lag p99 {summary['schedule_lag_p99_ms']:.2f} ms > "
+                      "5 ms: the client could not keep up; the run is marked client-limited",
+                      stacklevel=2)
+    return summary
+
+
+def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
+    """The run's summary, derived from ``config.json``, ``requests.jsonl`` and
+    ``telemetry.csv`` only (so it can be recomputed offline); written to summary.json."""
+    from hgresearch.metrics import summarize
+    from hgresearch.telemetry import energy_over_windows, idle_power_w, read_telemetry
+
+    run_dir = Path(run_dir)
+    meta = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    cfg = BenchConfig.from_json(meta["config"])
+    table = requests_table(read_records(run_dir / REQUESTS_FILE))
+    metrics = summarize(table, goodput_slo_ms=cfg.goodput_slo_ms,
+                        steady_fraction=cfg.steady_fraction,
+                        bootstrap_reps=cfg.bootstrap_reps, bootstrap_seed=cfg.seed)
+    measured = table[~table.warmup] if len(table) else table
+    windows = []
+    for _, seg in measured.groupby("segment", sort=True):
+        windows.append((int(seg.segment_start_ns.min()), int(seg.t_done_ns.max())))
+    telemetry = read_telemetry(run_dir / TELEMETRY_FILE)
+    energy, source = energy_over_windows(telemetry, windows)
+    steady = (metrics["steady_start_ns"], metrics["steady_end_ns"])
+    energy_steady, _ = energy_over_windows(telemetry, [steady]) if steady[0] else (None, None)
+    total_tok = metrics["total_input_tokens"] + metrics["total_output_tokens"]
+    summary: dict[str, Any] = {
+        "date": meta["date"],
+        "backend": cfg.backend or ("openai-chat" if cfg.endpoint == "chat" else "vllm"),
+        "model_id": cfg.model,
+        "tokenizer_id": cfg.tokenizer or cfg.model,
+        "num_prompts": cfg.num_prompts,
+        "gpu_name": meta["gpu_name"],
+        "gpu_count": meta["gpu_count"],
+        "request_rate": _rate_json(cfg.request_rate_qps),
+        "burstiness": cfg.burstiness,
+        "max_concurrency": cfg.max_concurrency,
+        **metrics,
+        "hgresearch_version": meta["hgresearch_version"],
+        "git_commit": meta.get("git_commit"),
+        "dataset": cfg.dataset or str(cfg.workload.get("kind")),
+        "tensor_parallel_size": cfg.tensor_parallel_size or meta["gpu_count"],
+        "replicas": cfg.replicas,
+        "price_usd_per_gpu_h": cfg.price_usd_per_gpu_h,
+        "telemetry_available": bool(meta.get("telemetry_available")) and energy is not None,
+        "energy_source": source,
+        "energy_j": energy,
+        "energy_steady_j": energy_steady,
+        "idle_power_w": idle_power_w(telemetry) if not telemetry.empty else None,
+        "run_start_ns": windows[0][0] if windows else None,
+        "run_end_ns": windows[-1][1] if windows else None,
+        "segments": len(windows),
+        "energy_per_tok_j": energy / total_tok if energy is not None and total_tok else None,
+        "energy_per_output_tok_j": (energy / metrics["total_output_tokens"]
+                                    if energy is not None and metrics["total_output_tokens"]
+                                    else None),
+    }
+    if write:
+        (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n",
+                                            encoding="utf-8")
+    return summary
+
+
+def run_dir_name(rate_qps: float) -> str:
+    """Folder name of a sweep point: ``qps32``, ``qps0.5``, ``qpsinf``."""
+    return "qpsinf" if math.isinf(rate_qps) else f"qps{rate_qps:g}"
+
+
+def run_qps_sweep(config: BenchConfig, qps_values: list[float] | tuple[float, ...] = PAPER_QPS,
+                  out_dir: Path = Path("runs"), *, resume: bool = False,
+                  progress: bool = True, server_info: dict[str, Any] | None = None
+                  ) -> list[dict[str, Any]]:
+    """Run ``config`` at each request rate into ``out_dir/qps<rate>/``; returns the summaries.
+
+    With ``resume``, finished points (summary.json present and every request recorded) are
+    read back, a partial point continues where it stopped, the rest run normally.
+    """
+    out_dir = Path(out_dir)
+    summaries = []
+    for rate in qps_values:
+        point = dataclasses.replace(config, request_rate_qps=float(rate))
+        run_dir = out_dir / run_dir_name(float(rate))
+        summary_path = run_dir / SUMMARY_FILE
+        if resume and summary_path.exists():
+            old = json.loads(summary_path.read_text(encoding="utf-8"))
+            if old.get("sent") == point.num_prompts:
+                summaries.append(old)
+                continue
+        summaries.append(run_benchmark(point, run_dir, resume=resume, progress=progress,
+                                       server_info=server_info))
+    return summaries

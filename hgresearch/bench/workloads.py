@@ -1,0 +1,245 @@
+"""Workloads: the list of requests (prompt, prompt length, output length) a run sends.
+
+Four sources, all seeded:
+
+* ``sharegpt`` — ShareGPT JSON (a list of ``{"conversations": [{"from", "value"}, ...]}``):
+  the first human turn is the prompt, the following reply's token count is the output length;
+  vLLM's filters: drop prompt < 4 or output < 4 tokens, prompt > 1024, prompt + output > 2048;
+* ``random`` — vLLM 0.8.5's random dataset: lengths uniform in ``[len * range_ratio, len]``,
+  prompts built from token ids (or words without a tokenizer);
+* ``synthetic`` — input/output lengths drawn from named distributions;
+* ``jsonl`` — custom file, one ``{"prompt": str, "output_len": int}`` per line.
+
+Token counts here are the *client's* estimate, used to build prompts of a given length and to
+set ``max_tokens``; the server's ``usage`` answer is the source of truth for the run's metrics.
+Without a tokenizer path the estimate counts whitespace-separated words.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from hgresearch.errors import InputError
+
+#: vLLM's ShareGPT filters (benchmark_serving.py, 0.8.5).
+SHAREGPT_MIN_TOK = 4
+SHAREGPT_MAX_PROMPT_TOK = 1024
+SHAREGPT_MAX_TOTAL_TOK = 2048
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request of a workload: ``index`` is its position in the run (stable across resume)."""
+
+    index: int
+    prompt: str
+    prompt_len: int
+    output_len: int
+
+
+class Tokenizer(Protocol):
+    """What workloads need from a tokenizer."""
+
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: list[int]) -> str: ...
+    @property
+    def vocab_size(self) -> int: ...
+
+
+class WordTokenizer:
+    """Whitespace 'tokenizer' used when no tokenizer path is given (an approximation)."""
+
+    def __init__(self, vocab_size: int = 4096) -> None:
+        self._vocab = [f"w{i}" for i in range(vocab_size)]
+        self._ids = {w: i for i, w in enumerate(self._vocab)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab)
+
+    def encode(self, text: str) -> list[int]:
+        # Unknown words hash into the vocabulary; only the count matters for lengths.
+        return [self._ids.get(w, hash(w) % len(self._vocab)) for w in text.split()]
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self._vocab[i % len(self._vocab)] for i in ids)
+
+
+class HFTokenizer:
+    """A Hugging Face ``tokenizers`` tokenizer read from a local file or model folder."""
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            from tokenizers import Tokenizer as _Tok
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            raise RuntimeError("a tokenizer path needs the 'tokenizers' package") from err
+        path = Path(path)
+        file = path / "tokenizer.json" if path.is_dir() else path
+        if not file.is_file():
+            raise InputError("no tokenizer.json here (give a file or a model folder)",
+                             file=str(path), field="tokenizer")
+        self._tok = _Tok.from_file(str(file))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._tok.get_vocab_size())
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids))
+
+
+def load_tokenizer(path: str | Path | None) -> Tokenizer:
+    """The tokenizer at ``path`` (local only), or the word approximation when ``None``."""
+    return WordTokenizer() if path is None else HFTokenizer(path)
+
+
+def _sharegpt(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
+    path = Path(params["path"])
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise InputError(f"malformed JSON: {err.msg}", file=str(path), line=err.lineno) from None
+    if not isinstance(data, list):
+        raise InputError("expected a JSON list of conversations", file=str(path))
+    fixed_output = params.get("output_len")
+    pairs = []
+    for entry in data:
+        turns = entry.get("conversations") if isinstance(entry, dict) else None
+        if not isinstance(turns, list):
+            continue
+        for i in range(len(turns) - 1):
+            if turns[i].get("from") == "human":
+                pairs.append((str(turns[i].get("value", "")), str(turns[i + 1].get("value", ""))))
+                break
+    random.Random(seed).shuffle(pairs)
+    out = []
+    for prompt, reply in pairs:
+        prompt_len = len(tok.encode(prompt))
+        output_len = int(fixed_output) if fixed_output else len(tok.encode(reply))
+        if prompt_len < SHAREGPT_MIN_TOK or (not fixed_output and output_len < SHAREGPT_MIN_TOK):
+            continue
+        if prompt_len > SHAREGPT_MAX_PROMPT_TOK or \
+                prompt_len + output_len > SHAREGPT_MAX_TOTAL_TOK:
+            continue
+        out.append((prompt, prompt_len, output_len))
+    if not out:
+        raise InputError("no conversation passes vLLM's length filters", file=str(path))
+    return out
+
+
+def _random(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
+    input_len = int(params.get("input_len", 1024))
+    output_len = int(params.get("output_len", 128))
+    ratio = float(params.get("range_ratio", 1.0))
+    prefix_len = int(params.get("prefix_len", 0))
+    rng = np.random.default_rng(seed)
+    vocab = tok.vocab_size
+    prefix = rng.integers(0, vocab, size=prefix_len).tolist()
+    in_lens = rng.integers(int(input_len * ratio), input_len + 1, size=n)
+    out_lens = rng.integers(max(1, int(output_len * ratio)), output_len + 1, size=n)
+    starts = rng.integers(0, vocab, size=n)
+    out = []
+    for i in range(n):
+        ids = prefix + [int(starts[i] + i + j) % vocab for j in range(int(in_lens[i]))]
+        out.append((tok.decode(ids), prefix_len + int(in_lens[i]), int(out_lens[i])))
+    return out
+
+
+_DISTS: dict[str, Callable[[np.random.Generator, dict[str, Any], int], np.ndarray]] = {
+    "constant": lambda r, p, n: np.full(n, float(p["value"])),
+    "uniform": lambda r, p, n: r.uniform(float(p["low"]), float(p["high"]) + 1, size=n),
+    "normal": lambda r, p, n: r.normal(float(p["mean"]), float(p["std"]), size=n),
+    "lognormal": lambda r, p, n: float(p["median"]) * np.exp(r.normal(0, float(p["sigma"]), n)),
+    "exponential": lambda r, p, n: r.exponential(float(p["mean"]), size=n),
+}
+
+
+def draw_lengths(dist: dict[str, Any], n: int, rng: np.random.Generator) -> np.ndarray:
+    """Integer lengths from ``{"dist": name, <params>, "min": 1, "max": ...}`` (clipped)."""
+    name = dist.get("dist", "constant")
+    if name not in _DISTS:
+        raise InputError(f"unknown distribution {name!r}; expected one of {sorted(_DISTS)}",
+                         field="dist")
+    values = _DISTS[name](rng, dist, n)
+    lo, hi = int(dist.get("min", 1)), int(dist.get("max", 1 << 20))
+    return np.clip(np.floor(values), lo, hi).astype(int)
+
+
+def _synthetic(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    in_lens = draw_lengths(params.get("input", {"dist": "constant", "value": 128}), n, rng)
+    out_lens = draw_lengths(params.get("output", {"dist": "constant", "value": 128}), n, rng)
+    vocab = tok.vocab_size
+    starts = rng.integers(0, vocab, size=n)
+    return [(tok.decode([int(starts[i] + j) % vocab for j in range(int(in_lens[i]))]),
+             int(in_lens[i]), int(out_lens[i])) for i in range(n)]
+
+
+def _jsonl(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
+    path = Path(params["path"])
+    out = []
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise InputError(f"malformed JSON: {err.msg}", file=str(path), line=number) from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+            raise InputError("expected a string", file=str(path), line=number, field="prompt")
+        output_len = row.get("output_len")
+        if isinstance(output_len, bool) or not isinstance(output_len, int) or output_len < 1:
+            raise InputError(f"expected a positive integer, got {output_len!r}",
+                             file=str(path), line=number, field="output_len")
+        out.append((row["prompt"], len(tok.encode(row["prompt"])), output_len))
+    if not out:
+        raise InputError("no requests in file", file=str(path))
+    if params.get("shuffle", False):
+        random.Random(seed).shuffle(out)
+    return out
+
+
+WORKLOADS = {"sharegpt": _sharegpt, "random": _random, "synthetic": _synthetic, "jsonl": _jsonl}
+
+
+def parse_workload(text: str) -> dict[str, Any]:
+    """``"random:input_len=128,output_len=64"`` -> ``{"kind": "random", ...}`` (CLI form).
+
+    Values are parsed as JSON where possible (numbers, lists, objects), else kept as strings.
+    """
+    kind, _, rest = text.partition(":")
+    spec: dict[str, Any] = {"kind": kind.strip()}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"expected key=value, got {item!r}", field="workload")
+        try:
+            spec[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            spec[key.strip()] = value
+    return spec
+
+
+def build_requests(spec: dict[str, Any], n: int, *, seed: int = 0,
+                   tokenizer: str | Path | None = None) -> list[RequestSpec]:
+    """``n`` requests of workload ``spec`` (``{"kind": ..., params}``), indices 0..n-1.
+
+    Sources with fewer valid entries than ``n`` are cycled in their (shuffled) order.
+    """
+    kind = spec.get("kind")
+    if kind not in WORKLOADS:
+        raise InputError(f"unknown workload {kind!r}; expected one of {sorted(WORKLOADS)}",
+                         field="workload")
+    tok = load_tokenizer(tokenizer)
+    rows = WORKLOADS[kind](spec, n, seed, tok)
+    return [RequestSpec(i, *rows[i % len(rows)]) for i in range(n)]

@@ -1,0 +1,238 @@
+"""Requests table -> run summary, with vLLM ``benchmark_serving.py``'s definitions.
+
+Per request (successful ones only, as vLLM):
+
+* TTFT = first token event - send; E2E latency (``e2el``) = last token event - send;
+* TPOT = (E2E - TTFT) / (output_tokens - 1) for requests with more than one output token;
+* ITL = every gap between consecutive streamed token events (vLLM's "ITL"; one event may carry
+  several tokens, so we also report ``itl_per_tok``: each gap divided by the tokens it brought,
+  weighted by them).
+
+Statistics: mean, median, std (population, ``np.std``), p50/p90/p95/p99/p100 with numpy's
+default linear interpolation. vLLM writes 0 for a statistic of an empty set; we write ``None``
+(missing, never zero). Totals and throughputs count successful requests over the run duration
+(first send to last finished request, summed over resumed segments).
+
+Ours on top: latencies from the *scheduled* send time (client queueing included), schedule lag,
+goodput for SLOs, error counts, throughput over a steady-state window, and seeded bootstrap
+confidence intervals. See docs/measurement.md for the glossary against vLLM/guidellm/aiperf.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99", "p100")
+PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p100": 100}
+#: Schedule-lag p99 above which a run is marked client-limited.
+CLIENT_LIMITED_LAG_MS = 5.0
+#: Bootstrap confidence level and which percentiles get intervals.
+CI_LEVEL = 0.95
+CI_STATS = ("p50", "p90", "p99")
+
+
+def describe(values: np.ndarray | list[float]) -> dict[str, float | None]:
+    """mean/median/std/p50/p90/p95/p99/p100 of ``values`` as vLLM computes them (None if empty)."""
+    arr = np.asarray(values, dtype="float64")
+    arr = arr[~np.isnan(arr)]
+    if arr.size == 0:
+        return dict.fromkeys(STATS)
+    out = {"mean": float(np.mean(arr)), "median": float(np.median(arr)),
+           "std": float(np.std(arr))}
+    for name, q in PERCENTILES.items():
+        out[name] = float(np.percentile(arr, q))
+    return out
+
+
+def itl_gaps_ms(requests: pd.DataFrame, per_token: bool = False) -> np.ndarray:
+    """All inter-token gaps (ms) of the given requests; ``per_token`` spreads each gap over the
+    tokens of the event that ended it (value gap/n, repeated n times)."""
+    parts = []
+    for times, tokens in zip(requests.event_t_ns, requests.event_tokens, strict=True):
+        if not isinstance(times, list) or len(times) < 2:
+            continue
+        gaps = np.diff(np.asarray(times, dtype="int64")).astype("float64") / 1e6
+        if per_token:
+            n = np.maximum(np.asarray(tokens[1:], dtype="int64"), 1)
+            gaps = np.repeat(gaps / n, n)
+        parts.append(gaps)
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def run_duration_s(requests: pd.DataFrame) -> float:
+    """Benchmark duration: per segment, segment start to the last finished request; summed."""
+    if requests.empty:
+        return math.nan
+    total = 0.0
+    for _, seg in requests.groupby(requests.segment.fillna(0), sort=True):
+        start = seg.segment_start_ns.dropna()
+        start_ns = float(start.min()) if len(start) else float(seg.t_sent_ns.min())
+        total += (float(seg.t_done_ns.max()) - start_ns) / 1e9
+    return total
+
+
+def steady_window_ns(requests: pd.DataFrame, fraction: float = 0.1) -> tuple[int, int] | None:
+    """The steady-state window of a fixed-count run: after the first ``fraction`` of sends
+    (ramp-up) until the last send (drain excluded). When sends are bunched (infinite rate), the
+    window runs from ``fraction`` to ``1 - fraction`` of completions instead. For resumed runs,
+    the segment with the most requests is used."""
+    if requests.empty:
+        return None
+    seg_id = requests.segment.fillna(0).value_counts().sort_index().idxmax()
+    seg = requests[requests.segment.fillna(0) == seg_id]
+    sends = np.sort(seg.t_sent_ns.to_numpy(dtype="int64"))
+    dones = np.sort(seg.t_done_ns.to_numpy(dtype="int64"))
+    n = len(sends)
+    k = min(int(math.ceil(fraction * n)), n - 1)
+    start, end = int(sends[k]), int(sends[-1])
+    duration = dones[-1] - sends[0]
+    if end - start < 0.2 * duration:
+        lo = min(int(math.ceil(fraction * n)), n - 1)
+        hi = max(int(math.floor((1 - fraction) * n)) - 1, lo)
+        start, end = int(dones[lo]), int(dones[hi])
+    return (start, end) if end > start else None
+
+
+def _ci(samples: np.ndarray) -> list[float] | None:
+    samples = samples[~np.isnan(samples)]
+    if samples.size == 0:
+        return None
+    alpha = (1 - CI_LEVEL) / 2
+    return [float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha))]
+
+
+def bootstrap_cis(ok: pd.DataFrame, window: tuple[int, int] | None, *, reps: int = 1000,
+                  seed: int = 0, bins: int = 20) -> dict[str, Any]:
+    """Seeded bootstrap 95% intervals: requests resampled (ITL gaps stay with their request)
+    for p50/p90/p99 latencies; for steady-state throughputs, ``bins`` equal time bins of the
+    window are resampled."""
+    out: dict[str, Any] = {}
+    rng = np.random.default_rng(seed)
+    n = len(ok)
+    qs = [PERCENTILES[s] for s in CI_STATS]
+    if n >= 2 and reps > 0:
+        idx = rng.integers(0, n, size=(reps, n))
+        for metric in ("ttft", "tpot", "e2el"):
+            vals = ok[f"{metric}_ms"].to_numpy(dtype="float64")
+            if np.isnan(vals).all():
+                continue
+            boot = np.nanpercentile(vals[idx], qs, axis=1)
+            for stat, row in zip(CI_STATS, boot, strict=True):
+                out[f"ci95_{stat}_{metric}_ms"] = _ci(row)
+        per_req = [np.diff(np.asarray(t, dtype="int64")) / 1e6 if isinstance(t, list) and
+                   len(t) > 1 else np.zeros(0) for t in ok.event_t_ns]
+        total = sum(len(g) for g in per_req)
+        if total:
+            # Cap the work: about 2e7 resampled gaps in all.
+            itl_reps = int(min(reps, max(50, 2e7 // total)))
+            boot_itl = np.empty((len(qs), itl_reps))
+            for r in range(itl_reps):
+                pick = rng.integers(0, n, size=n)
+                gaps = np.concatenate([per_req[i] for i in pick])
+                boot_itl[:, r] = np.percentile(gaps, qs) if gaps.size else np.nan
+            for stat, row in zip(CI_STATS, boot_itl, strict=True):
+                out[f"ci95_{stat}_itl_ms"] = _ci(row)
+    if window is not None and reps > 0:
+        start, end = window
+        edges = np.linspace(start, end, bins + 1)
+        width_s = (end - start) / bins / 1e9
+        done = ok.t_done_ns.to_numpy(dtype="float64")
+        req_counts = np.histogram(done, bins=edges)[0]
+        ev_t = np.concatenate([np.asarray(t, dtype="float64") for t in ok.event_t_ns
+                               if isinstance(t, list) and t] or [np.zeros(0)])
+        ev_n = np.concatenate([np.asarray(t, dtype="float64") for t in ok.event_tokens
+                               if isinstance(t, list) and t] or [np.zeros(0)])
+        tok_counts = np.histogram(ev_t, bins=edges, weights=ev_n)[0]
+        pick = rng.integers(0, bins, size=(reps, bins))
+        out["ci95_steady_request_throughput"] = _ci(req_counts[pick].mean(axis=1) / width_s)
+        out["ci95_steady_output_throughput"] = _ci(tok_counts[pick].mean(axis=1) / width_s)
+    return out
+
+
+def summarize(requests: pd.DataFrame, *, goodput_slo_ms: dict[str, float] | None = None,
+              steady_fraction: float = 0.1, bootstrap_reps: int = 1000,
+              bootstrap_seed: int = 0) -> dict[str, Any]:
+    """Run metrics from the requests table (:func:`hgresearch.bench.records.requests_table`).
+
+    Warm-up requests are excluded. Keys follow vLLM's result layout (``completed``,
+    ``request_throughput``, ``{stat}_{ttft,tpot,itl,e2el}_ms``, ...) plus ours (see module doc).
+
+    Args:
+        requests: the requests table.
+        goodput_slo_ms: SLOs on ``ttft``/``tpot``/``e2el`` in ms; a request is good when it
+            meets all of them (vLLM counts TPOT as 0 for one-token outputs). None: no goodput.
+        steady_fraction: ramp-up share excluded at the start of the steady window.
+        bootstrap_reps, bootstrap_seed: bootstrap resamples and seed (0 reps: no intervals).
+    """
+    measured = requests[~requests.warmup] if len(requests) else requests
+    ok = measured[measured.success]
+    duration = run_duration_s(measured)
+    total_in = int(ok.prompt_tokens.sum()) if len(ok) else 0
+    total_out = int(ok.output_tokens.sum()) if len(ok) else 0
+
+    def rate(x: float) -> float | None:
+        return x / duration if duration and duration > 0 else None
+
+    out: dict[str, Any] = {
+        "duration": duration if not math.isnan(duration) else None,
+        "sent": int(len(measured)),
+        "completed": int(len(ok)),
+        "failed": int(len(measured) - len(ok)),
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": rate(len(ok)),
+        "output_throughput": rate(total_out),
+        "total_token_throughput": rate(total_in + total_out),
+    }
+    if goodput_slo_ms:
+        good = np.ones(len(ok), dtype=bool)
+        for metric, slo in goodput_slo_ms.items():
+            if metric not in ("ttft", "tpot", "e2el"):
+                raise ValueError(f"goodput SLO metric must be ttft, tpot or e2el, got {metric!r}")
+            values = ok[f"{metric}_ms"].to_numpy(dtype="float64")
+            if metric == "tpot":
+                values = np.nan_to_num(values, nan=0.0)  # vLLM: TPOT 0 for one-token outputs
+            good &= values <= slo
+        out["request_goodput"] = rate(int(good.sum()))
+    else:
+        out["request_goodput"] = None
+    out["goodput_slo_ms"] = goodput_slo_ms or None
+    series = {"ttft": ok.ttft_ms, "tpot": ok.tpot_ms, "itl": itl_gaps_ms(ok),
+              "e2el": ok.e2el_ms, "itl_per_tok": itl_gaps_ms(ok, per_token=True)}
+    for metric, values in series.items():
+        for stat, value in describe(values).items():
+            out[f"{stat}_{metric}_ms"] = value
+    for metric in ("ttft", "e2el"):
+        for stat, value in describe(ok[f"{metric}_from_scheduled_ms"]).items():
+            out[f"{stat}_{metric}_from_scheduled_ms"] = value
+    lag = describe(measured.schedule_lag_ms) if len(measured) else dict.fromkeys(STATS)
+    out["schedule_lag_mean_ms"] = lag["mean"]
+    out["schedule_lag_p50_ms"] = lag["p50"]
+    out["schedule_lag_p99_ms"] = lag["p99"]
+    out["schedule_lag_max_ms"] = lag["p100"]
+    out["client_limited"] = bool(lag["p99"] is not None and lag["p99"] > CLIENT_LIMITED_LAG_MS)
+    errors = measured.error_class.dropna().value_counts().sort_index()
+    out["errors"] = {str(k): int(v) for k, v in errors.items()}
+    window = steady_window_ns(measured, steady_fraction)
+    out["steady_start_ns"], out["steady_end_ns"] = window if window else (None, None)
+    if window:
+        start, end = window
+        span = (end - start) / 1e9
+        done_in = ((ok.t_done_ns >= start) & (ok.t_done_ns <= end)).sum()
+        tokens_in = sum(int(np.asarray(n)[(np.asarray(t) >= start) & (np.asarray(t) <= end)]
+                            .sum()) for t, n in zip(ok.event_t_ns, ok.event_tokens, strict=True)
+                        if isinstance(t, list) and t)
+        out["steady_duration"] = span
+        out["steady_request_throughput"] = float(done_in) / span
+        out["steady_output_throughput"] = tokens_in / span
+    else:
+        out["steady_duration"] = out["steady_request_throughput"] = None
+        out["steady_output_throughput"] = None
+    out.update(bootstrap_cis(ok, window, reps=bootstrap_reps, seed=bootstrap_seed))
+    out["bootstrap_reps"] = bootstrap_reps
+    out["bootstrap_seed"] = bootstrap_seed
+    return out
