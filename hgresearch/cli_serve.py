@@ -116,13 +116,25 @@ def sweep(
     = False,
     out_dir: Annotated[Path | None, typer.Option(help="Override the file's out_dir.")] = None,
     dry_run: Annotated[bool, typer.Option(help="List the runs and exit.")] = False,
+    dummy_weights: Annotated[bool, typer.Option(
+        help="Serve each model as its catalog architecture with random weights (no "
+             "download; same speed; outputs are fixed-length anyway).")] = False,
 ) -> None:
     """Run a sweep: server configurations x QPS values x repeats (see docs/serving.md)."""
     from hgresearch.errors import InputError
-    from hgresearch.sweep import is_finished, load_sweep, qps_label, run_points, run_sweep
+    from hgresearch.sweep import (
+        apply_dummy_weights,
+        is_finished,
+        load_sweep,
+        qps_label,
+        run_points,
+        run_sweep,
+    )
 
     try:
         plan = load_sweep(sweep_file)
+        if dummy_weights:
+            apply_dummy_weights(plan)
     except InputError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None

@@ -246,7 +246,8 @@ def synth_model(name: str, out_dir: str | Path, *, max_position_embeddings: int 
 
 
 def is_synthesized(model_dir: str | Path) -> bool:
-    """True when ``model_dir`` was written by :func:`synth_model` (needs ``--load-format dummy``)."""
+    """True when ``model_dir`` was written by :func:`synth_model` (serve: ``--load-format
+    dummy``)."""
     return (Path(model_dir) / MARKER).is_file()
 
 

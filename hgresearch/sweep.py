@@ -7,7 +7,8 @@ A sweep file (YAML, see ``sweeps/*.yaml`` and docs/serving.md)::
     qps: [1, 2, 4, inf]            # offered request rates (Poisson unless burstiness != 1)
     repeats: 2                     # each repeat runs the whole QPS list once more
     warmup_requests: 4             # short requests after each server start, not recorded
-    bench:                         # BenchConfig fields shared by every run (hgresearch.bench.runner)
+    server: {dtype: float32}       # ServerConfig fields shared by every server entry
+    bench:                         # BenchConfig fields shared by every run
       num_prompts: 40
       seed: 42
       workload: {kind: random, input_len: 128, output_len: 64}
@@ -22,9 +23,10 @@ For each server entry: start the server -> warm up -> for each repeat, for each 
 ``/metrics``, run one benchmark point with the measurement client, scrape again and write the
 server's deltas beside the client's figures -> stop the server. Every run gets its own folder
 ``<out_dir>/<model>/<count>x<gpu>[-tp<N>]/qps<Q>-rep<R>/`` (the run folder of
-:mod:`hgresearch.bench.runner` plus ``server_metrics.json`` and ``server.log``, the server's log
-during that run). ``<out_dir>/sweep_status.jsonl`` records every run's outcome; a failed server
-start or run is recorded there (and in ``error.json`` in the run folder) and the sweep goes on.
+:mod:`hgresearch.bench.runner` plus ``server_metrics.json`` and ``server.log``, the server's
+log during that run). ``<out_dir>/_sweep/status.jsonl`` records every run's outcome
+(``_sweep/sweep.yaml`` is the sweep file used); a failed server start or run is recorded
+there (and in ``error.json`` in the run folder) and the sweep goes on.
 With ``resume=True`` finished runs (those with a ``summary.json``) are skipped, and a server
 whose runs are all finished is not started.
 """
@@ -51,7 +53,9 @@ from hgresearch.errors import InputError
 
 #: Where ``synth:`` models are built (relative to the current folder).
 DEFAULT_MODEL_DIR = Path("build/models")
-STATUS_FILE = "sweep_status.jsonl"
+#: Sweep records live in a sub-folder: ``read_runs`` takes top-level ``*.jsonl`` for results.
+STATUS_FILE = "_sweep/status.jsonl"
+SWEEP_COPY = "_sweep/sweep.yaml"
 
 
 @dataclass
@@ -122,7 +126,7 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
     if not isinstance(data, dict):
         raise InputError("expected a mapping at the top level", file=file)
     known = {"name", "description", "out_dir", "qps", "repeats", "warmup_requests", "bench",
-             "servers"}
+             "server", "servers"}
     for key in data:
         if key not in known:
             raise InputError(f"unknown key; expected one of {sorted(known)}", file=file,
@@ -145,6 +149,9 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
     bench = data.get("bench") or {}
     if not isinstance(bench, dict):
         raise InputError("expected a mapping of BenchConfig fields", file=file, field="bench")
+    server_defaults = data.get("server") or {}
+    if not isinstance(server_defaults, dict):
+        raise InputError("expected a mapping of ServerConfig fields", file=file, field="server")
     servers_raw = data["servers"]
     if not isinstance(servers_raw, list) or not servers_raw:
         raise InputError("expected a non-empty list", file=file, field="servers")
@@ -158,7 +165,7 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
             if key not in server_keys:
                 raise InputError(f"unknown key; expected one of {sorted(server_keys)}",
                                  file=file, field=f"{where}.{key}")
-        server_raw = dict(entry.get("server") or {})
+        server_raw = {**server_defaults, **(entry.get("server") or {})}
         synth = entry.get("synth")
         if synth is not None:
             from hgresearch.modelsynth import architecture
@@ -213,6 +220,38 @@ def load_sweep(path: str | Path, *, base_dir: Path | None = None) -> Sweep:
         raise InputError(f"malformed YAML: {getattr(err, 'problem', err)}", file=str(path),
                          line=mark.line + 1 if mark else None) from None
     return parse_sweep(data, file=str(path), base_dir=base_dir)
+
+
+def apply_dummy_weights(sweep: Sweep) -> Sweep:
+    """Serve every model of ``sweep`` as its catalog architecture with random weights.
+
+    Each server entry that names a real model (hub id or folder named like a catalog row) gets
+    ``synth`` set, so the sweep builds the model folder offline (config + tokenizer) and serves
+    it with ``--load-format dummy``: no download, same shapes, same speed. Entries whose model
+    is not in ``data/model_architectures.csv`` raise :class:`InputError`.
+    """
+    from hgresearch.modelsynth import architecture
+
+    for index, entry in enumerate(sweep.servers):
+        if entry.synth is not None:
+            continue
+        try:
+            arch = architecture(entry.server.model.rstrip("/"))
+        except InputError:
+            try:
+                arch = architecture(Path(entry.server.model.rstrip("/")).name)
+            except InputError as err:
+                raise InputError(f"--dummy-weights: {err.reason}", file=sweep.source,
+                                 field=f"servers[{index}].server.model") from None
+        entry.synth = arch.model
+        entry.server.served_model_name = entry.server.name
+        entry.server.model = str(DEFAULT_MODEL_DIR / arch.model)
+        entry.server.load_format = "dummy"
+        entry.server.offline = True
+    # Keep random-weight runs apart from real-weight ones.
+    sweep.out_dir = sweep.out_dir.with_name(sweep.out_dir.name + "-dummy")
+    sweep.name += "-dummy"
+    return sweep
 
 
 def run_points(sweep: Sweep) -> list[RunPoint]:
@@ -273,7 +312,7 @@ def _sigterm_as_exit() -> Iterator[None]:
 
 
 def _record(out_dir: Path, entry: dict[str, Any]) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / STATUS_FILE).parent.mkdir(parents=True, exist_ok=True)
     with open(out_dir / STATUS_FILE, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
 
@@ -315,7 +354,8 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, echo: Callable[[str], None]
                                   f"{started[0]}; use --resume to continue, or another out_dir")
     sweep.out_dir.mkdir(parents=True, exist_ok=True)
     if sweep.source and Path(sweep.source).is_file():
-        shutil.copyfile(sweep.source, sweep.out_dir / "sweep.yaml")
+        (sweep.out_dir / SWEEP_COPY).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(sweep.source, sweep.out_dir / SWEEP_COPY)
     statuses: list[dict[str, Any]] = []
     total = len(points)
     done = 0
@@ -423,7 +463,11 @@ def _one_run(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMServ
     summary = run_benchmark(config, point.run_dir, resume=False, progress=progress,
                             server_info=info)
     after = scrape(server.base_url)
-    result = cross_check(summary, before, after)
+    from hgresearch.bench.records import read_records
+    from hgresearch.bench.server_metrics import warmup_totals
+
+    excluded = warmup_totals(read_records(point.run_dir / "requests.jsonl"))
+    result = cross_check(summary, before, after, excluded=excluded)
     write_cross_check(point.run_dir, result)
     _copy_log_slice(server.log_path, log_start, point.run_dir / "server.log")
     if result.get("disagreements"):

@@ -26,10 +26,12 @@ import ctypes
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -83,6 +85,11 @@ class ServerConfig:
     startup_timeout_s: float = 600.0
     stop_grace_s: float = 15.0
     cpu_kvcache_space_gib: int = 1  #: ``VLLM_CPU_KVCACHE_SPACE`` for the CPU build
+    offline: bool = True  #: HF_HUB_OFFLINE etc.; False lets vLLM download a hub model
+    #: CPU build only, opt-in: model worker's OpenMP threads on all cores but the last, API
+    #: server and engine core pinned to the last core (see :meth:`VLLMServer.cpu_split`).
+    cpu_split: bool = False
+    cache_dir: str | None = None  #: vLLM/XDG caches (None: the server's private temp folder)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = "server") -> ServerConfig:
@@ -115,7 +122,8 @@ def vllm_distribution(python: str) -> dict[str, str | None]:
     """Which vLLM build ``python`` has: ``{"distribution": "vllm"|"vllm-cpu"|None,
     "version": ..., "torch": ...}`` (None when vLLM is not installed there)."""
     code = ("import importlib.metadata as m, json\n"
-            "def v(n):\n    try: return m.version(n)\n    except m.PackageNotFoundError: return None\n"
+            "def v(n):\n    try: return m.version(n)\n"
+            "    except m.PackageNotFoundError: return None\n"
             "d = 'vllm-cpu' if v('vllm-cpu') else ('vllm' if v('vllm') else None)\n"
             "print(json.dumps({'distribution': d, 'version': v(d) if d else None, "
             "'torch': v('torch')}))")
@@ -134,6 +142,8 @@ def port_in_use(host: str, port: int) -> bool:
         if sock.connect_ex((host, port)) == 0:
             return True
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Like uvicorn: connections of a previous server in TIME_WAIT do not block the port.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -191,6 +201,7 @@ class VLLMServer:
         self.distribution: dict[str, str | None] = {}
         self.version_answer: dict[str, Any] | None = None
         self.models_answer: dict[str, Any] | None = None
+        self.private_dir: Path | None = None
 
     # -- construction ------------------------------------------------------------------
     @property
@@ -213,21 +224,55 @@ class VLLMServer:
         return cmd + [str(a) for a in c.extra_args]
 
     def build_env(self) -> dict[str, str]:
-        """Environment of the child: offline, caches and temp files in a folder the run owns."""
+        """Environment of the child: offline, caches and temp files in a folder the run owns.
+
+        ``TMPDIR`` is a short private folder under the system temp dir (vLLM puts ZeroMQ
+        sockets there, and a socket path may not exceed 107 bytes); it is removed on stop.
+        """
         c = self.config
-        cache = self.log_dir / ".vllm-cache"
+        if self.private_dir is None:
+            self.private_dir = Path(tempfile.mkdtemp(prefix="hgr-vllm-"))
+        cache = Path(c.cache_dir) if c.cache_dir else self.private_dir
         env = dict(os.environ)
-        env.update(OFFLINE_ENV)
-        env.update({"TMPDIR": str(cache / "tmp"), "XDG_CACHE_HOME": str(cache / "xdg"),
-                    "VLLM_CACHE_ROOT": str(cache / "vllm"), "PYTHONUNBUFFERED": "1"})
+        if c.offline:
+            env.update(OFFLINE_ENV)
+        else:
+            env["VLLM_NO_USAGE_STATS"] = "1"
+        env.update({"TMPDIR": str(self.private_dir / "tmp"),
+                    "XDG_CACHE_HOME": str(cache / "xdg"), "VLLM_CACHE_ROOT": str(cache / "vllm"),
+                    "PYTHONUNBUFFERED": "1"})
         if self.distribution.get("distribution") == "vllm-cpu":
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(c.cpu_kvcache_space_gib))
+            split = self.cpu_split()
+            if split is not None:
+                env["VLLM_CPU_OMP_THREADS_BIND"] = split[0]
         if c.cuda_visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = c.cuda_visible_devices
         env.update({k: str(v) for k, v in c.env.items()})
         # The server must not inherit the toolkit's PYTHONPATH (it would shadow vLLM's deps).
         env.pop("PYTHONPATH", None)
         return env
+
+    def cpu_split(self) -> tuple[str, set[int]] | None:
+        """``(VLLM_CPU_OMP_THREADS_BIND, API-server cores)`` for the CPU build, or None.
+
+        Opt-in (``cpu_split: true``): the model worker's OpenMP threads run on all cores but
+        the last, the API server and engine core are pinned to the last core. An experiment
+        against bursty streaming on a 2-core machine (docs/serving.md); it did not remove the
+        bursts reliably, so vLLM's own binding stays the default. Skipped when the user sets
+        ``VLLM_CPU_OMP_THREADS_BIND``, for tensor parallelism, or with fewer than 2 cores.
+        """
+        c = self.config
+        if not c.cpu_split or c.tensor_parallel_size != 1 or \
+                "VLLM_CPU_OMP_THREADS_BIND" in {**os.environ, **c.env}:
+            return None
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < 2:
+            return None
+        workers = cores[:-1]
+        bind = (f"{workers[0]}-{workers[-1]}" if workers == list(range(workers[0],
+                workers[-1] + 1)) else ",".join(map(str, workers)))
+        return bind, {cores[-1]}
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> VLLMServer:
@@ -252,13 +297,26 @@ class VLLMServer:
         self.env = self.build_env()
         for key in ("TMPDIR", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT"):
             Path(self.env[key]).mkdir(parents=True, exist_ok=True)
+        split = self.cpu_split() if self.distribution.get("distribution") == "vllm-cpu" \
+            else None
+        server_cores = split[1] if split else None
+
+        def prepare_child() -> None:  # pragma: no cover - runs in the child before exec
+            _set_pdeathsig()
+            if server_cores:
+                os.sched_setaffinity(0, server_cores)
+
         with open(self.log_path, "ab") as log:
             log.write(f"# hgresearch: starting {shlex.join(self.command)}\n".encode())
+            if split:
+                log.write(f"# hgresearch: CPU split: model worker on cores {split[0]}, API "
+                          f"server on {sorted(split[1])}\n".encode())
             log.flush()
             self.process = subprocess.Popen(  # noqa: S603 - command built from typed config
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, start_new_session=True,
-                preexec_fn=_set_pdeathsig)
+                env=self.env, start_new_session=True, preexec_fn=prepare_child)
+            log.write(f"# hgresearch: server pid {self.process.pid} (own session)\n".encode())
+            log.flush()
         self.started_at_s = time.monotonic()
         try:
             self._wait_healthy()
@@ -314,6 +372,9 @@ class VLLMServer:
                 proc.wait(timeout=30)
         # Workers the server forked may outlive it for a moment; clean the group up.
         self._signal_group(signal.SIGKILL)
+        if self.private_dir is not None:
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+            self.private_dir = None
         return proc.returncode
 
     def _signal_group(self, sig: signal.Signals) -> None:
@@ -344,6 +405,7 @@ class VLLMServer:
             "log": str(self.log_path),
             "pid": self.process.pid if self.process else None,
             "env": {k: self.env.get(k) for k in (*OFFLINE_ENV, "VLLM_CPU_KVCACHE_SPACE",
+                                                 "VLLM_CPU_OMP_THREADS_BIND",
                                                  "CUDA_VISIBLE_DEVICES") if k in self.env},
             "config": {k: v for k, v in asdict(self.config).items() if k != "env"},
         }

@@ -138,8 +138,15 @@ def server_deltas(before: list[Sample], after: list[Sample]) -> dict[str, Any]:
 
 
 def cross_check(summary: dict[str, Any], before: list[Sample] | None,
-                after: list[Sample] | None) -> dict[str, Any]:
-    """Compare the client's summary with the server's deltas (see the module docstring)."""
+                after: list[Sample] | None, *,
+                excluded: dict[str, int] | None = None) -> dict[str, Any]:
+    """Compare the client's summary with the server's deltas (see the module docstring).
+
+    ``excluded`` holds what the server also served between the scrapes but the summary leaves
+    out (the run's warm-up requests): ``{"requests": n, "prompt_tokens": n,
+    "output_tokens": n}``; it is subtracted from the server's side.
+    """
+    excluded = excluded or {}
     client = {
         "completed": summary.get("completed"),
         "failed": summary.get("failed"),
@@ -152,6 +159,10 @@ def cross_check(summary: dict[str, Any], before: list[Sample] | None,
         return {"available": False, "client": client, "server": None, "checks": {},
                 "token_counts_agree": None, "disagreements": []}
     server = server_deltas(before, after)
+    server["excluded_warmup"] = excluded
+    for key, ex_key in (("requests_finished", "requests"), ("prompt_tokens", "prompt_tokens"),
+                        ("generation_tokens", "output_tokens")):
+        server[key] -= excluded.get(ex_key, 0)
     disagreements: list[str] = []
     checks: dict[str, Any] = {}
     pairs = {"output_tokens": ("total_output_tokens", "generation_tokens"),
@@ -172,6 +183,14 @@ def cross_check(summary: dict[str, Any], before: list[Sample] | None,
         "token_counts_agree": all(c["agree"] for c in token_checks) if token_checks else None,
         "disagreements": disagreements,
     }
+
+
+def warmup_totals(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Requests and tokens of the warm-up records of a run (``warmup: true``)."""
+    warm = [r for r in records if r.get("warmup")]
+    return {"requests": len(warm),
+            "prompt_tokens": int(sum(r.get("prompt_tokens") or 0 for r in warm)),
+            "output_tokens": int(sum(r.get("output_tokens") or 0 for r in warm))}
 
 
 def write_cross_check(run_dir: str | Path, result: dict[str, Any]) -> Path:
