@@ -393,8 +393,8 @@ class VLLMServer:
         """What to record beside results: command, versions, config, timings (no secrets)."""
         return {
             "launcher": "python -m " + LAUNCHER_MODULE,
-            "command": shlex.join(self.command),
-            "python": self.python,
+            "command": shlex.join([_relative(part) for part in self.command]),
+            "python": _relative(self.python),
             "vllm_distribution": self.distribution.get("distribution"),
             "vllm_version": self.distribution.get("version"),
             "torch_version": self.distribution.get("torch"),
@@ -402,7 +402,7 @@ class VLLMServer:
             "models_endpoint": self.models_answer,
             "base_url": self.base_url,
             "ready_after_s": self.ready_after_s,
-            "log": str(self.log_path),
+            "log": _relative(str(self.log_path)),
             "pid": self.process.pid if self.process else None,
             "env": {k: self.env.get(k) for k in (*OFFLINE_ENV, "VLLM_CPU_KVCACHE_SPACE",
                                                  "VLLM_CPU_OMP_THREADS_BIND",
@@ -411,12 +411,28 @@ class VLLMServer:
         }
 
 
+def _relative(text: str) -> str:
+    """A path inside the current folder as a relative path (records stay machine-neutral)."""
+    try:
+        return str(Path(text).relative_to(Path.cwd()))
+    except ValueError:
+        return text
+
+
 def warm_up(base_url: str, model: str, *, requests: int = 4, max_tokens: int = 16,
             timeout_s: float = 120.0) -> int:
     """Send a few short completions one after another (compile/caches warm); returns how many
     succeeded. Raises :class:`ServerError` if none did."""
     ok = 0
-    body = json.dumps({"model": model, "prompt": "def warm_up(self):", "max_tokens": max_tokens,
+    body = json.dumps({"model": model, "prompt": "def _relative(text: str) -> str:
+    """A path inside the current folder as a relative path (records stay machine-neutral)."""
+    try:
+        return str(Path(text).relative_to(Path.cwd()))
+    except ValueError:
+        return text
+
+
+def warm_up(self):", "max_tokens": max_tokens,
                        "temperature": 0.0, "ignore_eos": True}).encode()
     last_error = ""
     for _ in range(requests):
