@@ -424,15 +424,7 @@ def warm_up(base_url: str, model: str, *, requests: int = 4, max_tokens: int = 1
     """Send a few short completions one after another (compile/caches warm); returns how many
     succeeded. Raises :class:`ServerError` if none did."""
     ok = 0
-    body = json.dumps({"model": model, "prompt": "def _relative(text: str) -> str:
-    """A path inside the current folder as a relative path (records stay machine-neutral)."""
-    try:
-        return str(Path(text).relative_to(Path.cwd()))
-    except ValueError:
-        return text
-
-
-def warm_up(self):", "max_tokens": max_tokens,
+    body = json.dumps({"model": model, "prompt": "def warm_up(self):", "max_tokens": max_tokens,
                        "temperature": 0.0, "ignore_eos": True}).encode()
     last_error = ""
     for _ in range(requests):
