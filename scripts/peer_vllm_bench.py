@@ -7,7 +7,7 @@ shared machine hits both alike. Raw results go to data/raw/peer-cpu/{hgresearch,
 notebooks/06_cpu_sweep.ipynb reads both with the same ingest and tabulates them
 (hgresearch.peer.compare_clients).
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/peer_compare.py [--qps 4 16 32] [--out DIR]
+    PYTHONPATH=$PWD .venv/bin/python scripts/peer_vllm_bench.py [--qps 4 16 32] [--out DIR]
 """
 
 from __future__ import annotations
