@@ -47,7 +47,8 @@ class Sampler:
     """Samples every GPU at ``hz`` in a background thread and appends rows to ``csv_path``.
 
     Use :meth:`start` (opens NVML; returns False when unavailable), :meth:`set_phase` (``idle``
-    before the run, ``run`` during it) and :meth:`stop`. Rows are flushed about once a second,
+    for the baseline before the run, ``warmup`` while warm-up requests run, ``run`` during the
+    run) and :meth:`stop`. Rows are flushed about once a second,
     so a killed run keeps its telemetry up to then.
     """
 
@@ -107,7 +108,7 @@ class Sampler:
         return True
 
     def set_phase(self, phase: str) -> None:
-        """Label the following samples (``idle`` or ``run``)."""
+        """Label the following samples (``idle``, ``warmup`` or ``run``)."""
         self.phase = phase
 
     def sample_once(self) -> list[list[Any]]:

@@ -43,8 +43,9 @@ def bench(
     num_prompts: Annotated[int, typer.Option(help="Measured requests per point.")] = 100,
     workload: Annotated[str, typer.Option(help=(
         "Workload spec kind:key=value,...: 'random:input_len=1024,output_len=128,"
-        "range_ratio=1.0', 'sharegpt:path=FILE', 'jsonl:path=FILE', 'synthetic:input="
-        "{\"dist\":\"lognormal\",\"median\":300,\"sigma\":0.8},output=...'."))]
+        "range_ratio=1.0', 'sharegpt:path=FILE', 'jsonl:path=FILE', or a JSON object, e.g. "
+        "'{\"kind\":\"synthetic\",\"input\":{\"dist\":\"lognormal\",\"median\":300,"
+        "\"sigma\":0.8},\"output\":{\"dist\":\"constant\",\"value\":128}}'."))]
     = "random:input_len=1024,output_len=128",
     dataset: Annotated[str | None, typer.Option(help="Dataset label in the summary.")] = None,
     endpoint: Annotated[str, typer.Option(help="completions or chat.")] = "completions",
@@ -74,13 +75,15 @@ def bench(
     telemetry: Annotated[bool, typer.Option(help="Sample NVML (if present).")] = True,
     idle_baseline_s: Annotated[float, typer.Option(help="Idle power baseline before each "
                                                    "point (s).")] = 5.0,
+    http_client: Annotated[str, typer.Option(help="fast (protocol-level, default) or aiohttp.")]
+    = "fast",
     output: Annotated[Path, typer.Option("-o", "--output", help="Sweep folder; each rate "
                                          "gets qps<rate>/.")] = Path("runs/bench"),
     resume: Annotated[bool, typer.Option(help="Continue a killed run or sweep.")] = False,
     progress: Annotated[bool, typer.Option(help="Live progress bar.")] = True,
 ) -> None:
     """Benchmark a server at each request rate; writes one run folder per rate."""
-    from hgresearch.bench.runner import BenchConfig, run_qps_sweep
+    from hgresearch.bench.runner import BenchConfig, ServerUnreachable, run_qps_sweep
     from hgresearch.bench.workloads import parse_workload
     from hgresearch.errors import InputError
 
@@ -93,10 +96,11 @@ def bench(
             tokenizer=tokenizer, timeout_s=timeout_s, api_key_env=api_key_env,
             gpu_name=gpu_name, gpu_count=gpu_count, tensor_parallel_size=tensor_parallel_size,
             replicas=replicas, price_usd_per_gpu_h=price_usd_per_gpu_h, telemetry=telemetry,
-            idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_slo(goodput))
+            idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_slo(goodput),
+            http_client=http_client)
         summaries = run_qps_sweep(config, parse_qps(qps), output, resume=resume,
                                   progress=progress)
-    except (InputError, FileExistsError, ValueError, KeyError) as err:
+    except (InputError, FileExistsError, ValueError, KeyError, ServerUnreachable) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     for s in summaries:

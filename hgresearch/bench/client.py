@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from hgresearch.bench.fasthttp import FastPool
 from hgresearch.bench.workloads import RequestSpec
 
 #: Most characters of an error body kept in a record.
@@ -75,111 +76,164 @@ def scrub(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-async def send_request(
-    session: aiohttp.ClientSession, opts: ClientOptions, spec: RequestSpec, payload: bytes,
-    headers: dict[str, str], secrets: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """Send one streaming request and return its record (never raises for request faults).
+@dataclass
+class SSEResult:
+    """Token events parsed from a streamed body."""
 
-    The record holds ``t_sent_ns``, ``t_first_token_ns``, ``t_last_token_ns``, ``t_done_ns``,
-    ``event_t_ns``/``event_tokens`` (arrival and token count of every content event),
-    ``prompt_tokens``/``output_tokens`` (server usage when given), ``http_status``,
-    ``success``, ``error_class``, ``error``.
-    """
-    event_t: list[int] = []
-    event_tok: list[int] = []
-    rec: dict[str, Any] = {"index": spec.index, "expected_output_tokens": spec.output_len,
-                           "client_prompt_tokens": spec.prompt_len, "http_status": None,
-                           "success": False, "error_class": None, "error": None}
+    event_t: list[int] = field(default_factory=list)
+    event_tok: list[int] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+    done: bool = False
+    error: str | None = None  # set for a malformed data line
+
+
+def parse_sse(pieces: list[tuple[int, bytes]], chat: bool) -> SSEResult:
+    """Token events of an SSE body received as ``(arrival ns, bytes)`` pieces.
+
+    A line's time is the arrival of the piece that completed it. Events without ``choices``
+    (the final usage event) carry no token; token counts come from the continuous usage deltas
+    when present, else one per content event.
+    """
+    out = SSEResult()
     last_completion_tokens = 0
-    done = False
-    chat = opts.endpoint == "chat"
-    timeout = aiohttp.ClientTimeout(total=opts.timeout_s)
-    t_sent = time.monotonic_ns()
-    try:
-        async with session.post(opts.url, data=payload, headers=headers,
-                                timeout=timeout) as resp:
-            rec["http_status"] = resp.status
-            if resp.status != 200:
-                body = (await resp.text(errors="replace"))[:ERROR_TEXT_CHARS]
-                rec["error_class"] = "http_error"
-                rec["error"] = scrub(f"HTTP {resp.status}: {body}", secrets)
+    pending = b""
+    for t, data_in in pieces:
+        lines = (pending + data_in).split(b"\n") if pending else data_in.split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue  # blank separators and SSE comments
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                out.done = True
+                return out
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                out.error = ("SSE data line is not JSON: "
+                             f"{data[:80].decode(errors='replace')!r}")
+                return out
+            chunk_usage = chunk.get("usage")
+            if chunk_usage:
+                out.usage = chunk_usage
+            choices = chunk.get("choices")
+            if not choices:
+                continue  # the usage-only final event carries no token
+            if chunk_usage and chunk_usage.get("completion_tokens") is not None:
+                total = int(chunk_usage["completion_tokens"])
+                n_tok = total - last_completion_tokens
+                last_completion_tokens = total
             else:
-                async for line in resp.content:
-                    t = time.monotonic_ns()  # first, before any parsing
-                    if not line.startswith(b"data:"):
-                        continue  # blank separators and SSE comments
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        done = True
-                        break
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError:
-                        rec["error_class"] = "malformed_stream"
-                        rec["error"] = scrub(f"SSE data line is not JSON: "
-                                             f"{data[:80].decode(errors='replace')!r}", secrets)
-                        break
-                    chunk_usage = chunk.get("usage")
-                    if chunk_usage:
-                        usage = chunk_usage
-                    choices = chunk.get("choices")
-                    if not choices:
-                        continue  # the usage-only final event carries no token
-                    if chunk_usage and chunk_usage.get("completion_tokens") is not None:
-                        n_tok = int(chunk_usage["completion_tokens"]) - last_completion_tokens
-                        last_completion_tokens = int(chunk_usage["completion_tokens"])
-                    else:
-                        n_tok = 1
-                    if chat:
-                        text = (choices[0].get("delta") or {}).get("content")
-                    else:
-                        text = choices[0].get("text")
-                    if not text and (n_tok == 0 or not chunk_usage):
-                        continue  # e.g. the role-only opening chat event carries no token
-                    event_t.append(t)
-                    event_tok.append(n_tok)
-                if rec["error_class"] is None and not done:
-                    rec["error_class"] = "stream_truncated"
-                    rec["error"] = "stream ended without [DONE]"
-    except TimeoutError:
-        rec["error_class"] = "timeout"
-        rec["error"] = f"no complete answer within {opts.timeout_s} s"
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
-            aiohttp.ClientConnectionError, ConnectionError) as err:
-        rec["error_class"] = "connection_dropped"
-        rec["error"] = scrub(f"{type(err).__name__}: {err}", secrets)[:ERROR_TEXT_CHARS]
-    except asyncio.CancelledError:
-        raise
-    except Exception as err:  # noqa: BLE001 - any other fault is recorded, not raised
-        rec["error_class"] = "client_error"
-        rec["error"] = scrub(f"{type(err).__name__}: {err}", secrets)[:ERROR_TEXT_CHARS]
-    t_done = time.monotonic_ns()
-    rec["t_sent_ns"] = t_sent
-    rec["t_first_token_ns"] = event_t[0] if event_t else None
-    rec["t_last_token_ns"] = event_t[-1] if event_t else None
-    rec["t_done_ns"] = t_done
-    rec["event_t_ns"] = event_t
-    rec["event_tokens"] = event_tok
+                n_tok = 1
+            if chat:
+                text = (choices[0].get("delta") or {}).get("content")
+            else:
+                text = choices[0].get("text")
+            if not text and (n_tok == 0 or not chunk_usage):
+                continue  # e.g. the role-only opening chat event carries no token
+            out.event_t.append(t)
+            out.event_tok.append(n_tok)
+    return out
+
+
+def _record(spec: RequestSpec, opts: ClientOptions, t_sent: int, t_done: int,
+            status: int | None, pieces: list[tuple[int, bytes]], error_class: str | None,
+            error: str | None, secrets: tuple[str, ...]) -> dict[str, Any]:
+    """The request record from what came back (both HTTP engines end here)."""
+    sse = parse_sse(pieces, opts.endpoint == "chat") if status == 200 else SSEResult()
+    if error_class is None and status is not None and status != 200:
+        body = b"".join(p for _, p in pieces).decode(errors="replace")[:ERROR_TEXT_CHARS]
+        error_class, error = "http_error", f"HTTP {status}: {body}"
+    elif error_class is None and sse.error is not None:
+        error_class, error = "malformed_stream", sse.error
+    elif error_class is None and not sse.done:
+        error_class, error = "stream_truncated", "stream ended without [DONE]"
+    rec: dict[str, Any] = {
+        "index": spec.index, "expected_output_tokens": spec.output_len,
+        "client_prompt_tokens": spec.prompt_len, "http_status": status,
+        "t_sent_ns": t_sent,
+        "t_first_token_ns": sse.event_t[0] if sse.event_t else None,
+        "t_last_token_ns": sse.event_t[-1] if sse.event_t else None,
+        "t_done_ns": t_done, "event_t_ns": sse.event_t, "event_tokens": sse.event_tok,
+    }
+    usage = sse.usage
     if usage is not None and usage.get("completion_tokens") is not None:
         rec["usage_source"] = "server"
         rec["output_tokens"] = int(usage["completion_tokens"])
         rec["prompt_tokens"] = int(usage.get("prompt_tokens") or spec.prompt_len)
     else:
         rec["usage_source"] = "client_events"
-        rec["output_tokens"] = sum(event_tok)
+        rec["output_tokens"] = sum(sse.event_tok)
         rec["prompt_tokens"] = spec.prompt_len
-    if rec["error_class"] is None:
-        if not event_t:
-            rec["error_class"], rec["error"] = "stream_truncated", "no token received"
+    if error_class is None:
+        if not sse.event_t:
+            error_class, error = "stream_truncated", "no token received"
         elif opts.ignore_eos and rec["output_tokens"] < spec.output_len:
-            rec["error_class"] = "short_output"
-            rec["error"] = (f"{rec['output_tokens']} output tokens, asked for "
-                            f"{spec.output_len} with ignore_eos")
-        else:
-            rec["success"] = True
+            error_class = "short_output"
+            error = (f"{rec['output_tokens']} output tokens, asked for {spec.output_len} "
+                     "with ignore_eos")
+    rec["success"] = error_class is None
+    rec["error_class"] = error_class
+    rec["error"] = scrub(error, secrets)[:ERROR_TEXT_CHARS] if error else None
     return rec
+
+
+async def send_request(
+    session: aiohttp.ClientSession, opts: ClientOptions, spec: RequestSpec, payload: bytes,
+    headers: dict[str, str], secrets: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Send one streaming request with aiohttp and return its record (never raises for
+    request faults). Bytes are only collected with their arrival times while streaming;
+    parsing happens after the stream ends.
+
+    The record holds ``t_sent_ns``, ``t_first_token_ns``, ``t_last_token_ns``, ``t_done_ns``,
+    ``event_t_ns``/``event_tokens`` (arrival and token count of every content event),
+    ``prompt_tokens``/``output_tokens`` (server usage when given), ``http_status``,
+    ``success``, ``error_class``, ``error``.
+    """
+    pieces: list[tuple[int, bytes]] = []
+    status: int | None = None
+    error_class: str | None = None
+    error: str | None = None
+    timeout = aiohttp.ClientTimeout(total=opts.timeout_s)
+    t_sent = time.monotonic_ns()
+    try:
+        async with session.post(opts.url, data=payload, headers=headers,
+                                timeout=timeout) as resp:
+            status = resp.status
+            # Read to the end of the body: a fully read response returns its connection to
+            # the pool instead of closing it.
+            async for data_in in resp.content.iter_any():
+                pieces.append((time.monotonic_ns(), data_in))
+    except TimeoutError:
+        error_class, error = "timeout", f"no complete answer within {opts.timeout_s} s"
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
+            aiohttp.ClientConnectionError, ConnectionError) as err:
+        error_class, error = "connection_dropped", f"{type(err).__name__}: {err}"
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any other fault is recorded, not raised
+        error_class, error = "client_error", f"{type(err).__name__}: {err}"
+    return _record(spec, opts, t_sent, time.monotonic_ns(), status, pieces, error_class,
+                   error, secrets)
+
+
+async def send_request_fast(
+    pool: FastPool, opts: ClientOptions, spec: RequestSpec, request: bytes,
+    secrets: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Like :func:`send_request`, on :class:`~hgresearch.bench.fasthttp.FastPool` with request
+    bytes built before the run (``pool.build_request``)."""
+    t_sent = time.monotonic_ns()
+    try:
+        resp = await pool.request(request, opts.timeout_s)
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any other fault is recorded, not raised
+        return _record(spec, opts, t_sent, time.monotonic_ns(), None, [], "client_error",
+                       f"{type(err).__name__}: {err}", secrets)
+    return _record(spec, opts, t_sent, time.monotonic_ns(), resp.status, resp.pieces,
+                   resp.error_class, resp.error, secrets)
 
 
 def make_session(pool_size: int, read_bufsize: int = 1 << 20) -> aiohttp.ClientSession:

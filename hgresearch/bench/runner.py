@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import json
 import math
 import os
 import platform
+import resource
 import socket
 import subprocess
 import sys
@@ -36,7 +38,9 @@ from hgresearch.bench.client import (
     get_json,
     make_session,
     send_request,
+    send_request_fast,
 )
+from hgresearch.bench.fasthttp import FastPool
 from hgresearch.bench.records import RecordWriter, read_records, repair, requests_table
 from hgresearch.bench.schedule import DEFAULT_SPIN_NS, PAPER_QPS, arrival_offsets_ns, sleep_until_ns
 from hgresearch.bench.workloads import RequestSpec, build_requests
@@ -49,6 +53,10 @@ SUMMARY_FILE = "summary.json"
 #: Config fields that define which requests a run sends; a resume must not change them.
 IDENTITY_FIELDS = ("base_url", "model", "endpoint", "request_rate_qps", "num_prompts",
                    "burstiness", "arrival", "workload", "seed", "tokenizer", "ignore_eos")
+
+
+class ServerUnreachable(RuntimeError):
+    """Neither ``/v1/models`` nor the warm-up request got an answer: nothing to measure."""
 
 
 @dataclass
@@ -86,6 +94,7 @@ class BenchConfig:
     steady_fraction: float = 0.1          # ramp-up share left out of the steady window
     bootstrap_reps: int = 1000
     spin_ns: int = DEFAULT_SPIN_NS        # see schedule.sleep_until_ns
+    http_client: str = "fast"             # "fast" (hgresearch.bench.fasthttp) or "aiohttp"
     backend: str | None = None            # label; default "vllm" / "openai-chat"
 
     def to_json(self) -> dict[str, Any]:
@@ -181,20 +190,23 @@ class _Progress:
         now = time.monotonic()
         if now - self._last > 0.5:  # keep the hot path light
             self._last = now
-            elapsed = max(now - self.start, 1e-9)
-            self._bar.set_postfix_str(
-                f"sent={self.sent} done={self.done} failed={self.failed} "
-                f"{self.done / elapsed:.1f} req/s {self.tokens / elapsed:.0f} tok/s",
-                refresh=False)
+            self._postfix(now)
+
+    def _postfix(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        self._bar.set_postfix_str(
+            f"sent={self.sent} done={self.done} failed={self.failed} "
+            f"{self.done / elapsed:.1f} req/s {self.tokens / elapsed:.0f} tok/s", refresh=False)
 
     def close(self) -> None:
         if self._bar is not None:
+            self._postfix(time.monotonic())
             self._bar.close()
 
 
 async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
                  warmup: list[RequestSpec], writer: RecordWriter, segment: int,
-                 server_info: dict[str, Any] | None, on_run_start: Any,
+                 server_info: dict[str, Any] | None, set_phase: Any,
                  progress: _Progress) -> dict[str, Any] | None:
     opts = ClientOptions(base_url=config.base_url, model=config.model,
                          endpoint=config.endpoint, timeout_s=config.timeout_s,
@@ -205,21 +217,46 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
     if key:
         headers["Authorization"] = f"Bearer {key}"
     secrets = (key,) if key else ()
-    # Encode every body before the clock starts: nothing to serialize while sending.
-    payloads = {spec.index: encode_payload(spec, opts) for spec, _ in todo}
+    fast = config.http_client == "fast"
+    path = "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
+    fast_pool = FastPool(config.base_url) if fast else None
+
+    def prepare(spec: RequestSpec) -> bytes:
+        body = encode_payload(spec, opts)
+        return fast_pool.build_request(path, body, headers) if fast_pool else body
+
+    async def send(session: Any, spec: RequestSpec, prepared: bytes) -> dict[str, Any]:
+        if fast_pool is not None:
+            return await send_request_fast(fast_pool, opts, spec, prepared, secrets)
+        return await send_request(session, opts, spec, prepared, headers, secrets)
+
+    # Encode every request before the clock starts: nothing to serialize while sending.
+    payloads = {spec.index: prepare(spec) for spec, _ in todo}
     pool = config.max_concurrency or max(len(todo), 1)
     async with make_session(pool) as session:
         if server_info is None:
             base = config.base_url.rstrip("/")
             server_info = {"models": await get_json(session, base + "/v1/models", headers),
                            "version": await get_json(session, base + "/version", headers)}
+        warm_records = []
+        set_phase("warmup")  # keeps warm-up load out of the idle baseline
         for spec in warmup:
-            rec = await send_request(session, opts, spec, encode_payload(spec, opts), headers,
-                                     secrets)
+            rec = await send(session, spec, prepare(spec))
             rec.update(warmup=True, segment=segment)
             writer.write(rec)
-        on_run_start()
+            warm_records.append(rec)
+        unreachable = "error" in (server_info.get("models") or {})
+        if warm_records and unreachable and all(
+                r["error_class"] == "connection_dropped" for r in warm_records):
+            raise ServerUnreachable(f"no server answers at {config.base_url}: "
+                                    f"{warm_records[-1]['error']}")
+        set_phase("run")
         sem = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        # No garbage-collector pauses while sending: a full collection can stall the loop for
+        # milliseconds (schedule lag, late timestamps); collect now and once after the run.
+        gc.collect()
+        gc.freeze()
+        gc.disable()
         start_ns = time.monotonic_ns()
 
         async def one(spec: RequestSpec, scheduled_ns: int) -> None:
@@ -228,25 +265,60 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
                 async with sem:
                     cap_wait = time.monotonic_ns() - t_wait
                     progress.on_sent()
-                    rec = await send_request(session, opts, spec, payloads[spec.index],
-                                             headers, secrets)
+                    rec = await send(session, spec, payloads[spec.index])
             else:
                 cap_wait = 0
                 progress.on_sent()
-                rec = await send_request(session, opts, spec, payloads[spec.index], headers,
-                                         secrets)
+                rec = await send(session, spec, payloads[spec.index])
             rec.update(warmup=False, segment=segment, segment_start_ns=start_ns,
                        t_scheduled_ns=scheduled_ns, cap_wait_ns=cap_wait)
             writer.write(rec)
             progress.on_done(rec)
 
         tasks = []
-        for spec, offset in todo:
-            scheduled = start_ns + offset
-            await sleep_until_ns(scheduled, config.spin_ns)
-            tasks.append(asyncio.create_task(one(spec, scheduled)))
-        await asyncio.gather(*tasks)
+        try:
+            for spec, offset in todo:
+                scheduled = start_ns + offset
+                await sleep_until_ns(scheduled, config.spin_ns)
+                tasks.append(asyncio.create_task(one(spec, scheduled)))
+            await asyncio.gather(*tasks)
+        finally:
+            gc.enable()
+            gc.unfreeze()
+            if fast_pool is not None:
+                fast_pool.close()
     return server_info
+
+
+def _run_coroutine(coro: Any) -> Any:
+    """``asyncio.run`` — in a fresh thread when this one already runs a loop (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _validate(config: BenchConfig) -> None:
+    """Fail before anything is written when a parameter cannot work."""
+    if config.endpoint not in ("completions", "chat"):
+        raise ValueError(f"endpoint must be 'completions' or 'chat', got {config.endpoint!r}")
+    if config.http_client not in ("fast", "aiohttp"):
+        raise ValueError(f"http_client must be 'fast' or 'aiohttp', got {config.http_client!r}")
+    if config.num_prompts < 1:
+        raise ValueError(f"num_prompts must be >= 1, got {config.num_prompts}")
+    if config.max_concurrency is not None and config.max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {config.max_concurrency}")
+    if not config.base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must start with http:// or https://, got {config.base_url!r}")
 
 
 def _check_resume(config: BenchConfig, stored: dict[str, Any], path: Path) -> None:
@@ -270,20 +342,26 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
         server_info: the server's ``/v1/models`` and ``/version`` answers when the caller has
             them (else they are fetched).
     """
+    _validate(config)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     jsonl = run_dir / REQUESTS_FILE
     config_path = run_dir / CONFIG_FILE
-    has_records = jsonl.exists() and jsonl.stat().st_size > 0
+    repair(jsonl)
+    records = read_records(jsonl)
+    has_records = any(not r.get("warmup") for r in records)
     if has_records and not resume:
         raise FileExistsError(f"{run_dir} already holds request records; resume it "
                               "(--resume) or choose a new folder")
+    if not has_records:
+        # Nothing measured yet (e.g. a start that found no server): begin afresh.
+        for name in (REQUESTS_FILE, TELEMETRY_FILE, SUMMARY_FILE, CONFIG_FILE):
+            (run_dir / name).unlink(missing_ok=True)
+        records = []
     stored: dict[str, Any] | None = None
-    if config_path.exists() and (resume or has_records):
+    if config_path.exists():
         stored = json.loads(config_path.read_text(encoding="utf-8"))
         _check_resume(config, stored["config"], config_path)
-    repair(jsonl)
-    records = read_records(jsonl)
     done = {r["index"] for r in records if not r.get("warmup")}
     segment = 1 + max((int(r.get("segment") or 0) for r in records), default=-1)
 
@@ -333,17 +411,20 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
             time.sleep(config.idle_baseline_s)  # idle baseline, phase "idle"
         bar = _Progress(len(todo), progress)
         writer = RecordWriter(jsonl)
+        cpu_start = _process_cpu_s()
         try:
-            info = asyncio.run(_drive(config, todo, warm, writer, segment, server_info,
-                                      lambda: sampler.set_phase("run"), bar))
+            info = _run_coroutine(_drive(config, todo, warm, writer, segment, server_info,
+                                         sampler.set_phase, bar))
         finally:
             writer.close()
             bar.close()
             if available:
                 sampler.stop()
+        # The client's own CPU time while sending (a self-check of client overhead).
+        meta["segments"][-1]["client_cpu_s"] = _process_cpu_s() - cpu_start
         if meta.get("server_info") is None:
             meta["server_info"] = info
-            config_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        config_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     elif available:
         sampler.stop()
     summary = summarize_run_dir(run_dir)
@@ -402,6 +483,8 @@ def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
         "run_start_ns": windows[0][0] if windows else None,
         "run_end_ns": windows[-1][1] if windows else None,
         "segments": len(windows),
+        "client_cpu_s": _sum_or_none([seg.get("client_cpu_s")
+                                      for seg in meta.get("segments", [])]),
         "energy_per_tok_j": energy / total_tok if energy is not None and total_tok else None,
         "energy_per_output_tok_j": (energy / metrics["total_output_tokens"]
                                     if energy is not None and metrics["total_output_tokens"]
@@ -411,6 +494,11 @@ def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
         (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n",
                                             encoding="utf-8")
     return summary
+
+
+def _sum_or_none(values: list[float | None]) -> float | None:
+    """Sum of the values, or None when any is missing (a killed segment has none)."""
+    return None if not values or any(v is None for v in values) else float(sum(values))
 
 
 def run_dir_name(rate_qps: float) -> str:

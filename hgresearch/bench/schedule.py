@@ -1,7 +1,8 @@
 """Arrival schedules: absolute send offsets precomputed from a seed, and precise sleeping.
 
-vLLM's client draws each inter-arrival gap while it runs and sleeps *relative* intervals, so
-every delay of the event loop shifts all later requests. We draw the whole schedule up front as
+vLLM's client draws each inter-arrival gap while it runs and sleeps *relative* intervals (with
+asyncio's millisecond-resolution timers), so every delay of the event loop shifts all later
+requests. We draw the whole schedule up front as
 absolute offsets from the run start and sleep until each one, so lag never accumulates and the
 per-request lag (actual - intended send) can be recorded.
 
@@ -13,7 +14,10 @@ an infinite rate sends everything at offset 0.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import math
+import threading
 import time
 
 import numpy as np
@@ -21,10 +25,71 @@ import numpy as np
 #: The paper's request rates (req/s), in the order it ran them.
 PAPER_QPS = (32.0, 16.0, 8.0, 4.0, 1.0)
 
-#: How long before a deadline :func:`sleep_until_ns` stops sleeping in the selector and yields
-#: in a loop instead: epoll's timeout has 1 ms resolution (asyncio rounds it up), so a plain
-#: ``asyncio.sleep`` overshoots by up to ~1 ms.
-DEFAULT_SPIN_NS = 1_500_000
+#: How long before a deadline :func:`sleep_until_ns` stops waiting on the timer thread and
+#: yields to the event loop in a tight loop instead (the last stretch, for microsecond accuracy).
+DEFAULT_SPIN_NS = 250_000
+
+
+class PreciseTimer:
+    """Wakes asyncio futures at monotonic-ns deadlines from a helper thread.
+
+    asyncio's own timers go through epoll, whose timeout has 1 ms resolution (asyncio rounds it
+    up), so ``asyncio.sleep`` wakes up to ~1 ms late. This thread waits with the OS's
+    high-resolution timed wait instead and hands each due future to its loop with
+    ``call_soon_threadsafe`` (which wakes the selector at once). One thread serves every loop
+    of the process; it costs no CPU while waiting.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._thread = threading.Thread(target=self._run, name="precise-timer", daemon=True)
+        self._thread.start()
+
+    def wait_until(self, deadline_ns: int) -> asyncio.Future:
+        """A future of the running loop that completes at ``deadline_ns`` (or just after)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._cond:
+            heapq.heappush(self._heap, (deadline_ns, next(self._seq), loop, fut))
+            if self._heap[0][3] is fut:  # new earliest deadline: re-arm the wait
+                self._cond.notify()
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap:
+                    self._cond.wait()
+                due, _, loop, fut = self._heap[0]
+                delay_ns = due - time.monotonic_ns()
+                if delay_ns > 0:
+                    self._cond.wait(delay_ns / 1e9)
+                    continue
+                heapq.heappop(self._heap)
+            try:
+                loop.call_soon_threadsafe(_wake, fut)
+            except RuntimeError:
+                pass  # that loop is closed
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+_TIMER: PreciseTimer | None = None
+_TIMER_LOCK = threading.Lock()
+
+
+def precise_timer() -> PreciseTimer:
+    """The process-wide :class:`PreciseTimer` (started on first use)."""
+    global _TIMER
+    with _TIMER_LOCK:
+        if _TIMER is None:
+            _TIMER = PreciseTimer()
+        return _TIMER
 
 
 def arrival_offsets_ns(
@@ -61,15 +126,14 @@ def arrival_offsets_ns(
 
 
 async def sleep_until_ns(deadline_ns: int, spin_ns: int = DEFAULT_SPIN_NS) -> None:
-    """Sleep until ``time.monotonic_ns() >= deadline_ns`` with sub-millisecond accuracy.
+    """Sleep until ``time.monotonic_ns() >= deadline_ns`` with microsecond-level accuracy.
 
-    Sleeps in the selector until ``spin_ns`` before the deadline, then yields to the event loop
-    (``asyncio.sleep(0)``) until it passes: other tasks (streams being read) still run while we
-    wait, and their events are timestamped promptly because the selector is polled with a zero
-    timeout meanwhile.
+    Waits on :class:`PreciseTimer` until ``spin_ns`` before the deadline, then yields to the
+    event loop (``asyncio.sleep(0)``) until it passes: other tasks (streams being read) still
+    run meanwhile, and the selector is polled without timeout so their events are timestamped
+    promptly. ``spin_ns`` trades CPU for accuracy.
     """
-    remaining = deadline_ns - time.monotonic_ns()
-    if remaining > spin_ns:
-        await asyncio.sleep((remaining - spin_ns) / 1e9)
+    if deadline_ns - time.monotonic_ns() > spin_ns:
+        await precise_timer().wait_until(deadline_ns - spin_ns)
     while time.monotonic_ns() < deadline_ns:
         await asyncio.sleep(0)

@@ -18,7 +18,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -26,8 +28,8 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-from aiohttp import web
+from pathlib import Path
+from typing import Any
 
 from hgresearch.bench.schedule import sleep_until_ns
 
@@ -52,7 +54,100 @@ class ServerConfig:
     api_key: str | None = None       # when set, requests need "Authorization: Bearer <key>"
     echo_auth: bool = False          # error bodies echo the Authorization header (worst case)
     seed: int = 0
-    precise: bool = True             # spin the last ~1.5 ms before each event
+    precise: bool = True             # microsecond event timing (timer thread + short spin)
+    event_log: str | None = None     # write realized send times (JSON) here at shutdown
+
+_REASONS = {200: "OK", 401: "Unauthorized", 404: "Not Found", 411: "Length Required",
+            500: "Internal Server Error", 504: "Gateway Timeout"}
+
+
+class _Conn(asyncio.Protocol):
+    """One client connection: a minimal HTTP/1.1 parser (Content-Length bodies, keep-alive).
+
+    The test server speaks raw HTTP on asyncio's transport rather than through a web
+    framework so that its own overhead stays small next to the client's being measured;
+    a request's arrival is timestamped when its first byte is read.
+    """
+
+    def __init__(self, server: _Server) -> None:
+        self.server = server
+        self.buf = bytearray()
+        self.t_arrival: int | None = None
+        self.busy = False
+        self.closed = False
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # Small SSE writes must leave at once (Nagle + delayed ACK would hold them ~40 ms).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+
+    def data_received(self, data: bytes) -> None:
+        if not self.buf and self.t_arrival is None:
+            self.t_arrival = time.monotonic_ns()
+        self.buf += data
+        self._parse()
+
+    def _parse(self) -> None:
+        while not self.busy and not self.closed:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
+            method, path = (lines[0].split(" ") + ["", ""])[:2]
+            headers = {}
+            for line in lines[1:]:
+                key, _, value = line.partition(":")
+                headers[key.strip().lower()] = value.strip()
+            if "chunked" in headers.get("transfer-encoding", ""):
+                self.write_json(411, {"error": "send a Content-Length body"}, close=True)
+                return
+            size = int(headers.get("content-length") or 0)
+            if len(self.buf) < end + 4 + size:
+                return
+            body = bytes(self.buf[end + 4:end + 4 + size])
+            del self.buf[:end + 4 + size]
+            t0 = self.t_arrival or time.monotonic_ns()
+            self.t_arrival = time.monotonic_ns() if self.buf else None
+            self.busy = True
+            asyncio.ensure_future(self.server.handle(self, method, path, headers, body, t0))
+
+    def write(self, data: bytes) -> bool:
+        """Write if still connected; False once the client has gone."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False
+        self.transport.write(data)
+        return True
+
+    def write_json(self, status: int, obj: Any, close: bool = False) -> None:
+        """A complete JSON response."""
+        body = json.dumps(obj).encode()
+        head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                + ("Connection: close\r\n" if close else "") + "\r\n")
+        self.write(head.encode() + body)
+        if close and self.transport is not None:
+            self.transport.close()
+        self.finish()
+
+    def finish(self) -> None:
+        """The response is complete: parse the next request on this connection."""
+        self.busy = False
+        if self.buf:
+            self._parse()
+
+
+_STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 class _Server:
@@ -60,6 +155,8 @@ class _Server:
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         self.count = 0
+        #: Realized timing per stream: [arrival_ns, [event send ns, ...]].
+        self.log: list[tuple[int, list[int]]] = []
 
     def _fault(self) -> str | None:
         draw = self.rng.random()
@@ -70,26 +167,31 @@ class _Server:
                 return name
         return None
 
-    async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": self.cfg.model, "object": "model", "owned_by": "hgresearch-testserver"}]})
-
-    async def version(self, request: web.Request) -> web.Response:
-        return web.json_response({"version": "hgresearch-testserver"})
-
-    async def complete(self, request: web.Request) -> web.StreamResponse:
-        t0 = time.monotonic_ns()
+    async def handle(self, conn: _Conn, method: str, path: str, headers: dict[str, str],
+                     body: bytes, t0: int) -> None:
         cfg = self.cfg
+        if method == "GET" and path == "/v1/models":
+            conn.write_json(200, {"object": "list", "data": [
+                {"id": cfg.model, "object": "model", "owned_by": "hgresearch-testserver"}]})
+            return
+        if method == "GET" and path == "/version":
+            conn.write_json(200, {"version": "hgresearch-testserver"})
+            return
+        if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
+            conn.write_json(404, {"error": f"no route {method} {path}"})
+            return
         self.count += 1
-        auth = request.headers.get("Authorization", "")
+        auth = headers.get("authorization", "")
         if cfg.api_key is not None and auth != f"Bearer {cfg.api_key}":
-            return web.json_response({"error": "unauthorized"}, status=401)
-        body = await request.json()
-        chat = request.path.endswith("chat/completions")
-        prompt = (body["messages"][-1]["content"] if chat else body.get("prompt", "")) or ""
+            conn.write_json(401, {"error": "unauthorized"})
+            return
+        request = json.loads(body or b"{}")
+        chat = path.endswith("chat/completions")
+        prompt = (request["messages"][-1]["content"] if chat else request.get("prompt")) or ""
         prompt_tokens = len(str(prompt).split())
-        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
-        opts = body.get("stream_options") or {}
+        max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens")
+                         or 16)
+        opts = request.get("stream_options") or {}
         usage_final = bool(opts.get("include_usage"))
         usage_each = usage_final and bool(opts.get("continuous_usage_stats"))
         fault = self._fault()
@@ -97,79 +199,65 @@ class _Server:
             text = "injected fault"
             if cfg.echo_auth:
                 text += f"; request had Authorization: {auth}"
-            return web.json_response({"error": text}, status=500)
+            conn.write_json(500, {"error": text})
+            return
         if fault == "hang":
             await asyncio.sleep(cfg.hang_s)
-            return web.json_response({"error": "hung"}, status=504)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        try:
-            await self._stream(request, resp, t0, body, chat, prompt_tokens, max_tokens,
-                               usage_each, usage_final, fault)
-        except ConnectionError:
-            pass  # the client went away (it may close a stream it rejected)
-        return resp
-
-    async def _stream(self, request: web.Request, resp: web.StreamResponse, t0: int,
-                      body: dict, chat: bool, prompt_tokens: int, max_tokens: int,
-                      usage_each: bool, usage_final: bool, fault: str | None) -> None:
-        cfg = self.cfg
+            conn.write_json(504, {"error": "hung"})
+            return
         n_out = max_tokens if fault != "short" else max(1, max_tokens // 2)
-        obj = "chat.completion.chunk" if chat else "text_completion"
+        conn.write(_STREAM_HEAD)
+        rid = f"cmpl-{self.count}"
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        prefix = f'{{"id":"{rid}","object":"{kind}","model":{json.dumps(cfg.model)},'.encode()
         per = max(1, cfg.tokens_per_event)
         n_events = -(-n_out // per)
         stop_at = n_events // 2 if fault in ("disconnect", "malformed", "truncate") else None
         sent = 0
+        times: list[int] = []
+        self.log.append((t0, times))
         for k in range(n_events):
             due = t0 + int((cfg.ttft_ms + k * cfg.itl_ms) * 1e6)
             if cfg.precise:
                 await sleep_until_ns(due)
             else:
-                await asyncio.sleep(max(0.0, (due - time.monotonic_ns()) / 1e9))
+                delay = (due - time.monotonic_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            if conn.closed:
+                return
             if stop_at is not None and k == stop_at:
                 if fault == "disconnect":
-                    if request.transport is not None:
-                        request.transport.close()
+                    if conn.transport is not None:
+                        conn.transport.close()
                     return
                 if fault == "malformed":
-                    await resp.write(b"data: {not json\n\n")
+                    conn.write(_chunk(b"data: {not json\n\n"))
                     continue
                 if fault == "truncate":
-                    await resp.write_eof()
+                    conn.write(b"0\r\n\r\n")
+                    conn.finish()
                     return
             n = min(per, n_out - sent)
             sent += n
-            text = " tok" * n
-            finish = "length" if sent == n_out and fault != "short" else (
-                "stop" if sent == n_out else None)
-            choice = ({"index": 0, "delta": {"content": text}, "finish_reason": finish}
-                      if chat else {"index": 0, "text": text, "finish_reason": finish})
-            chunk = {"id": f"cmpl-{self.count}", "object": obj, "model": cfg.model,
-                     "choices": [choice], "server_t_ns": time.monotonic_ns()}
-            if usage_each:
-                chunk["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": sent,
-                                  "total_tokens": prompt_tokens + sent}
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            finish = "null" if sent < n_out else ('"stop"' if fault == "short" else '"length"')
+            text = json.dumps(" tok" * n)
+            choice = (f'{{"index":0,"delta":{{"content":{text}}},"finish_reason":{finish}}}'
+                      if chat else f'{{"index":0,"text":{text},"finish_reason":{finish}}}')
+            usage = (f',"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":{sent},'
+                     f'"total_tokens":{prompt_tokens + sent}}}' if usage_each else "")
+            t_send = time.monotonic_ns()
+            times.append(t_send)
+            conn.write(_chunk(b"data: " + prefix + b'"choices":[' + choice.encode() + b"]"
+                              + usage.encode() + b',"server_t_ns":%d}\n\n' % t_send))
+        tail = b""
         if usage_final:
-            chunk = {"id": f"cmpl-{self.count}", "object": obj, "model": cfg.model,
-                     "choices": [], "usage": {"prompt_tokens": prompt_tokens,
-                                              "completion_tokens": sent,
-                                              "total_tokens": prompt_tokens + sent}}
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-
-
-def make_app(cfg: ServerConfig) -> web.Application:
-    """The aiohttp application of the test server."""
-    server = _Server(cfg)
-    app = web.Application(client_max_size=64 * 2**20)
-    app.router.add_get("/v1/models", server.models)
-    app.router.add_get("/version", server.version)
-    app.router.add_post("/v1/completions", server.complete)
-    app.router.add_post("/v1/chat/completions", server.complete)
-    return app
+            tail += b"data: " + prefix + (
+                f'"choices":[],"usage":{{"prompt_tokens":{prompt_tokens},'
+                f'"completion_tokens":{sent},"total_tokens":{prompt_tokens + sent}}}}}\n\n'
+            ).encode()
+        conn.write(_chunk(tail + b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        conn.finish()
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:
@@ -182,17 +270,19 @@ def _bound_socket(host: str, port: int) -> socket.socket:
 
 
 async def _serve(cfg: ServerConfig, sock: socket.socket, stop: asyncio.Event) -> None:
-    runner = web.AppRunner(make_app(cfg), access_log=None, handle_signals=False,
-                           shutdown_timeout=0.5)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
+    server = _Server(cfg)
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(lambda: _Conn(server), sock=sock, backlog=1024)
     await stop.wait()
-    await runner.cleanup()
+    listener.close()
     # Hanging handlers (injected faults) would outlive the loop otherwise.
     others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     for task in others:
         task.cancel()
     await asyncio.gather(*others, return_exceptions=True)
+    if cfg.event_log:
+        with open(cfg.event_log, "w", encoding="utf-8") as fh:
+            json.dump(server.log, fh)
 
 
 @contextlib.contextmanager
@@ -219,10 +309,13 @@ def server_args(cfg: ServerConfig) -> list[str]:
     """Command-line flags reproducing ``cfg``."""
     args = []
     for name, value in vars(cfg).items():
-        if value is None or value is False:
+        if value is None:
             continue
         flag = "--" + name.replace("_", "-")
-        args += [flag] if value is True else [flag, str(value)]
+        if isinstance(value, bool):
+            args.append(flag if value else "--no-" + name.replace("_", "-"))
+        else:
+            args += [flag, str(value)]
     return args
 
 
@@ -233,7 +326,9 @@ def serve_in_subprocess(cfg: ServerConfig | None = None, host: str = "127.0.0.1"
     cfg = cfg or ServerConfig()
     cmd = [python or sys.executable, "-m", "hgresearch.bench.testserver", "--host", host,
            "--port", "0", *server_args(cfg)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         if not line.startswith("listening on "):
@@ -264,11 +359,14 @@ def main(argv: list[str] | None = None) -> None:
     cfg = ServerConfig(**{k: getattr(args, k) for k in vars(defaults)})
     sock = _bound_socket(args.host, args.port)
     print(f"listening on http://{args.host}:{sock.getsockname()[1]}", flush=True)
-    stop = asyncio.Event()
-    try:
-        asyncio.run(_serve(cfg, sock, stop))
-    except KeyboardInterrupt:
-        pass
+    async def serve_until_signal() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await _serve(cfg, sock, stop)
+
+    asyncio.run(serve_until_signal())
 
 
 if __name__ == "__main__":

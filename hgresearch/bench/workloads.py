@@ -215,8 +215,17 @@ WORKLOADS = {"sharegpt": _sharegpt, "random": _random, "synthetic": _synthetic, 
 def parse_workload(text: str) -> dict[str, Any]:
     """``"random:input_len=128,output_len=64"`` -> ``{"kind": "random", ...}`` (CLI form).
 
-    Values are parsed as JSON where possible (numbers, lists, objects), else kept as strings.
+    Values are parsed as JSON where possible (numbers), else kept as strings. A text starting
+    with ``{`` is read as the whole spec in JSON (needed for nested synthetic distributions).
     """
+    if text.lstrip().startswith("{"):
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"malformed JSON: {err.msg}", field="workload") from None
+        if not isinstance(spec, dict) or "kind" not in spec:
+            raise InputError("expected a JSON object with 'kind'", field="workload")
+        return spec
     kind, _, rest = text.partition(":")
     spec: dict[str, Any] = {"kind": kind.strip()}
     for item in filter(None, (p.strip() for p in rest.split(","))):
