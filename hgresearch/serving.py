@@ -89,3 +89,19 @@ def compare_clients(runs: pd.DataFrame, ours: str = "hgresearch",
             rows.append({"offered QPS": f"{qps:g}", "metric": label, ours: mine[column],
                          peer: theirs[column], "ratio ours/peer": ratio})
     return pd.DataFrame(rows)
+
+
+def schedule_lag(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: the client's schedule lag p99 (ms between a request's due time and its send)
+    and the ``client_limited`` flag, from each run folder's ``summary.json`` (hgresearch runs
+    only; others get NaN)."""
+    rows = []
+    for run in runs.itertuples():
+        path = Path(str(run.run_dir)) / "summary.json"
+        summary = json.loads(path.read_text()) if path.is_file() else {}
+        lag = summary.get("schedule_lag_p99_ms")
+        rows.append({"request_rate_qps": run.request_rate_qps, "repeat_index": run.repeat_index,
+                     "schedule_lag_p99_ms": math.nan if lag is None else float(lag),
+                     "client_limited": summary.get("client_limited")})
+    return pd.DataFrame(rows).sort_values(["request_rate_qps", "repeat_index"]).reset_index(
+        drop=True)

@@ -2,8 +2,8 @@
 
 One vLLM-for-CPU server (tiny-llama-cpu, dummy weights); for each QPS point, our client and
 vLLM's run the same workload (random prompts of 128 tokens, 64 output tokens with ignore_eos,
-Poisson arrivals, seed 42, 100 prompts), one after the other, interleaved so that drift of the
-shared machine hits both alike. Raw results go to data/raw/peer-cpu/{hgresearch,vllm-bench}/;
+Poisson arrivals, seed 42, 100 prompts) twice each in the order ours, vLLM, vLLM, ours (ABBA),
+so that drift of the shared machine hits both alike. Raw results go to data/raw/peer-cpu/{hgresearch,vllm-bench}/;
 notebooks/06_cpu_sweep.ipynb reads both with the same ingest and tabulates them
 (hgresearch.peer.compare_clients).
 
@@ -27,9 +27,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 INPUT_LEN, OUTPUT_LEN, SEED, NUM_PROMPTS = 128, 64, 42, 100
 
 
-def vllm_bench(server: VLLMServer, model_dir: Path, qps: float, out_dir: Path) -> Path:
+def vllm_bench(server: VLLMServer, model_dir: Path, qps: float, out_dir: Path,
+               tag: str) -> Path:
     """Run `vllm bench serve` for one QPS point; returns the result file."""
-    name = f"vllm-bench_{NUM_PROMPTS}prompts_qps{qps_label(qps)}.json"
+    name = f"vllm-bench_{NUM_PROMPTS}prompts_qps{qps_label(qps)}-{tag}.json"
     cmd = [server.python, str(REPO_ROOT / "scripts" / "vllm_bench_serve.py"),
            "--backend", "vllm", "--base-url", server.base_url, "--endpoint", "/v1/completions",
            "--model", server.config.name, "--tokenizer", str(model_dir),
@@ -51,6 +52,17 @@ def vllm_bench(server: VLLMServer, model_dir: Path, qps: float, out_dir: Path) -
     return out_dir / name
 
 
+def ours_config(base_url: str, config: ServerConfig, qps: float) -> BenchConfig:
+    """Our client's configuration for one point (the same workload as vLLM's client)."""
+    return BenchConfig(
+        base_url=base_url, model=config.name, request_rate_qps=qps, num_prompts=NUM_PROMPTS,
+        burstiness=1.0, warmup_requests=0, seed=SEED,
+        workload={"kind": "random", "input_len": INPUT_LEN, "output_len": OUTPUT_LEN,
+                  "range_ratio": 1.0},
+        dataset="random-128-64", tokenizer=config.model, gpu_name="CPU", gpu_count=1,
+        tensor_parallel_size=1, telemetry=False, bootstrap_reps=200)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--qps", type=float, nargs="+", default=[4.0, 16.0, 32.0])
@@ -64,22 +76,20 @@ def main() -> None:
         print(f"server healthy after {server.ready_after_s:.1f} s", flush=True)
         warm_up(server.base_url, config.name, requests=8)
         for qps in args.qps:
-            ours = BenchConfig(
-                base_url=server.base_url, model=config.name, request_rate_qps=qps,
-                num_prompts=NUM_PROMPTS, burstiness=1.0, warmup_requests=0, seed=SEED,
-                workload={"kind": "random", "input_len": INPUT_LEN, "output_len": OUTPUT_LEN,
-                          "range_ratio": 1.0},
-                dataset="random-128-64", tokenizer=config.model, gpu_name="CPU", gpu_count=1,
-                tensor_parallel_size=1, telemetry=False, bootstrap_reps=200)
-            run_dir = args.out / "hgresearch" / f"qps{qps_label(qps)}"
-            summary = run_benchmark(ours, run_dir, progress=False, server_info=server.info())
-            theirs = json.loads(vllm_bench(server, model_dir, qps,
-                                           args.out / "vllm-bench").read_text())
-            print(f"qps={qps_label(qps)}: ours {summary['request_throughput']:.2f} req/s "
-                  f"{summary['output_throughput']:.0f} tok/s ttft p50 "
-                  f"{summary['p50_ttft_ms']:.1f} ms | vllm {theirs['request_throughput']:.2f} "
-                  f"req/s {theirs['output_throughput']:.0f} tok/s ttft p50 "
-                  f"{theirs['p50_ttft_ms']:.1f} ms", flush=True)
+            for client, tag in (("ours", "a"), ("vllm", "a"), ("vllm", "b"), ("ours", "b")):
+                if client == "ours":
+                    summary = run_benchmark(
+                        ours_config(server.base_url, config, qps),
+                        args.out / "hgresearch" / f"qps{qps_label(qps)}-{tag}",
+                        progress=False, server_info=server.info())
+                else:
+                    summary = json.loads(vllm_bench(server, model_dir, qps,
+                                                    args.out / "vllm-bench", tag).read_text())
+                print(f"qps={qps_label(qps)} {client}-{tag}: "
+                      f"{summary['request_throughput']:.2f} req/s "
+                      f"{summary['output_throughput']:.0f} tok/s ttft p50 "
+                      f"{summary['p50_ttft_ms']:.1f} ms p99 {summary['p99_ttft_ms']:.1f} ms",
+                      flush=True)
     return None
 
 
