@@ -70,7 +70,7 @@ def serve(
         help="Extra vLLM argument (repeatable), e.g. --extra=--enforce-eager.")] = None,
 ) -> None:
     """Start a vLLM server, wait until healthy, keep it up until Ctrl-C, then stop it."""
-    from hgresearch.bench.server import ServerConfig, ServerError, VLLMServer
+    from hgresearch.bench.server import ServerConfig, ServerError, VLLMServer, sigterm_as_exit
     from hgresearch.errors import InputError
 
     model_path = model
@@ -93,7 +93,7 @@ def serve(
     server = VLLMServer(config, log_dir)
     typer.echo(f"starting vLLM ({server.python}); log: {server.log_path}")
     try:
-        with server:
+        with sigterm_as_exit(), server:
             info = server.info()
             typer.echo(f"healthy after {server.ready_after_s:.1f} s: {server.base_url} "
                        f"(model {config.name}, {info['vllm_distribution']} "

@@ -37,18 +37,22 @@ import dataclasses
 import json
 import math
 import shutil
-import signal
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hgresearch.bench.server import ServerConfig, ServerError, VLLMServer, warm_up
+from hgresearch.bench.server import (
+    ServerConfig,
+    ServerError,
+    VLLMServer,
+    sigterm_as_exit,
+    warm_up,
+)
 from hgresearch.errors import InputError
 
 #: Where ``synth:`` models are built (relative to the current folder).
@@ -294,23 +298,6 @@ def bench_config(sweep: Sweep, entry: SweepServer, qps: float, base_url: str) ->
     return BenchConfig(**values)
 
 
-@contextmanager
-def _sigterm_as_exit() -> Iterator[None]:
-    """Turn SIGTERM into SystemExit so ``finally`` blocks (server stop) run."""
-    def handler(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _record(out_dir: Path, entry: dict[str, Any]) -> None:
     (out_dir / STATUS_FILE).parent.mkdir(parents=True, exist_ok=True)
     with open(out_dir / STATUS_FILE, "a", encoding="utf-8") as handle:
@@ -385,7 +372,7 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, echo: Callable[[str], None]
         echo(f"[{done}/{total}] {entry.model_label} {entry.hardware_label} "
              f"qps={qps_label(point.qps)} rep={point.repeat} {status}{detail}")
 
-    with _sigterm_as_exit():
+    with sigterm_as_exit():
         for index, entry in enumerate(sweep.servers):
             mine = [p for p in points if p.server_index == index]
             pending = [p for p in mine if not (resume and is_finished(p.run_dir))]

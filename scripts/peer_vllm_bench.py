@@ -3,9 +3,9 @@
 One vLLM-for-CPU server (tiny-llama-cpu, dummy weights); for each QPS point, our client and
 vLLM's run the same workload (random prompts of 128 tokens, 64 output tokens with ignore_eos,
 Poisson arrivals, seed 42, 100 prompts) twice each in the order ours, vLLM, vLLM, ours (ABBA),
-so that drift of the shared machine hits both alike. Raw results go to data/raw/peer-cpu/{hgresearch,vllm-bench}/;
-notebooks/06_cpu_sweep.ipynb reads both with the same ingest and tabulates them
-(hgresearch.peer.compare_clients).
+so that drift of the shared machine hits both alike. Raw results go to
+data/raw/peer-cpu/{hgresearch,vllm-bench}/; notebooks/06_cpu_sweep.ipynb reads both with the
+same ingest and tabulates them (hgresearch.serving.compare_clients).
 
     PYTHONPATH=$PWD .venv/bin/python scripts/peer_vllm_bench.py [--qps 4 16 32] [--out DIR]
 """

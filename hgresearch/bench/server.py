@@ -35,6 +35,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -409,6 +410,24 @@ class VLLMServer:
                                                  "CUDA_VISIBLE_DEVICES") if k in self.env},
             "config": {k: v for k, v in asdict(self.config).items() if k != "env"},
         }
+
+
+@contextlib.contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """Turn SIGTERM into ``SystemExit`` while inside, so ``finally`` blocks and context
+    managers (the server's stop) run when the toolkit is terminated."""
+    def handler(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _relative(text: str) -> str:
