@@ -93,3 +93,16 @@ def test_config_from_dict_rejects_unknown_keys() -> None:
     with pytest.raises(ValueError, match="unknown server option"):
         ServerConfig.from_dict({"model": "m", "tensor_parallel": 2})
     assert ServerConfig.from_dict({"model": "a/b/"}).name == "b"
+
+
+def test_cpu_split_is_opt_in_and_leaves_the_last_core_to_the_api_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    assert VLLMServer(ServerConfig(model="m"), tmp_path).cpu_split() is None
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    bind, cores = VLLMServer(ServerConfig(model="m", cpu_split=True), tmp_path).cpu_split()
+    assert (bind, cores) == ("0-2", {3})
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")  # the user's choice wins
+    assert VLLMServer(ServerConfig(model="m", cpu_split=True), tmp_path).cpu_split() is None
