@@ -106,3 +106,33 @@ def test_cpu_split_is_opt_in_and_leaves_the_last_core_to_the_api_server(
     assert (bind, cores) == ("0-2", {3})
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")  # the user's choice wins
     assert VLLMServer(ServerConfig(model="m", cpu_split=True), tmp_path).cpu_split() is None
+
+
+def test_occupied_port_names_the_server_that_answers_there(tmp_path: Path) -> None:
+    """A stand-in HTTP server answers /v1/models like a vLLM server left running."""
+    import http.server
+    import json
+    import threading
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = json.dumps({"data": [{"id": "left-over-model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Models)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        server = VLLMServer(ServerConfig(model=str(tmp_path), port=httpd.server_port),
+                            tmp_path / "logs")
+        with pytest.raises(ServerError, match=r"serving \['left-over-model'\]"):
+            server.start()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

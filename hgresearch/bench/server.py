@@ -281,8 +281,9 @@ class VLLMServer:
         c = self.config
         self.log_dir.mkdir(parents=True, exist_ok=True)
         if port_in_use(c.host, c.port):
-            raise ServerError(f"port {c.host}:{c.port} is already in use; stop what listens "
-                              "there or choose another port (server.port)")
+            raise ServerError(f"port {c.host}:{c.port} is already in use"
+                              f"{self._who_listens()}; stop what listens there or choose "
+                              "another port (server.port)")
         model_path = Path(c.model)
         looks_like_path = (model_path.is_absolute() or c.model.startswith(".")
                            or c.model.count("/") != 1)
@@ -329,6 +330,15 @@ class VLLMServer:
         self.models_answer = self._get_json("/v1/models")
         return self
 
+    def _who_listens(self) -> str:
+        """`` (an OpenAI-compatible server serving [...])`` when the occupant answers
+        ``/v1/models`` (e.g. a server left running), else ''."""
+        answer = self._get_json("/v1/models", timeout_s=0.5)
+        if not answer or not isinstance(answer.get("data"), list):
+            return ""
+        names = [str(m.get("id")) for m in answer["data"] if isinstance(m, dict)]
+        return f" (an OpenAI-compatible server serving {names})"
+
     def _wait_healthy(self) -> None:
         assert self.process is not None
         deadline = time.monotonic() + self.config.startup_timeout_s
@@ -347,9 +357,9 @@ class VLLMServer:
                                   log_tail(self.log_path))
             time.sleep(0.5)
 
-    def _get_json(self, path: str) -> dict[str, Any] | None:
+    def _get_json(self, path: str, timeout_s: float = 5.0) -> dict[str, Any] | None:
         try:
-            status, body = _http_get(self.base_url + path)
+            status, body = _http_get(self.base_url + path, timeout_s=timeout_s)
             return json.loads(body) if status == 200 else None
         except (OSError, urllib.error.URLError, json.JSONDecodeError):
             return None
