@@ -12,18 +12,6 @@ app = typer.Typer(help="hgresearch: measure, model and reproduce heterogeneous-G
 data_app = typer.Typer(help="Reference data: fetch and verify the paper's raw results.",
                        no_args_is_help=True)
 app.add_typer(data_app, name="data")
-from hgresearch.models.cli import models_app  # noqa: E402  (sub-command, defined in its module)
-
-app.add_typer(models_app, name="models")
-
-
-def _register_bench() -> None:
-    from hgresearch.bench.cli import bench
-
-    app.command("bench")(bench)
-
-
-_register_bench()
 
 
 @data_app.command("fetch")
@@ -98,12 +86,15 @@ def reproduce(
         raise typer.Exit(1) from None
 
 
-from hgresearch.energy_cli import energy_command  # noqa: E402
-
-app.command("energy")(energy_command)
-
+# Sub-commands defined beside the code they drive (each module keeps its heavy imports lazy).
+from hgresearch.bench.cli import bench  # noqa: E402
 from hgresearch.cli_serve import register as _register_serve  # noqa: E402
+from hgresearch.energy_cli import energy_command  # noqa: E402
+from hgresearch.models.cli import models_app  # noqa: E402
 
+app.command("bench")(bench)
+app.command("energy")(energy_command)
+app.add_typer(models_app, name="models")
 _register_serve(app)  # serve, model synth|list, sweep
 
 if __name__ == "__main__":  # pragma: no cover
