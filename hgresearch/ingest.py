@@ -373,8 +373,10 @@ def finalize_runs(table: pd.DataFrame) -> pd.DataFrame:
     point = table[POINT_KEYS].apply(lambda col: col.map(str)).agg("|".join, axis=1)
     table["repeat_index"] = point.groupby(point, sort=False).cumcount().astype(int)
     table["repeat_count"] = point.groupby(point, sort=False).transform("size").astype(int)
-    table["run_id"] = [f"{Path(f).stem}:{line}" for f, line in
-                       zip(table.source_file, table.source_line, strict=True)]
+    # A run folder is named by its path; a result file by its stem and line.
+    table["run_id"] = [str(Path(f).parent.as_posix()) if Path(f).name == "summary.json"
+                       else f"{Path(f).stem}:{line}"
+                       for f, line in zip(table.source_file, table.source_line, strict=True)]
     table = table.sort_values(["model", "gpu_name", "gpu_count", "request_rate_qps",
                                "repeat_index"], kind="stable").reset_index(drop=True)
     for column in ("gpu_count", "tensor_parallel_size", "replicas", "num_prompts", "completed",

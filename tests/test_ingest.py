@@ -186,3 +186,4 @@ def test_run_folders_contribute_only_their_summary(reference_dir, tmp_path):
         assert len(runs) == 1
         assert runs.iloc[0].run_dir == str(run)
         assert runs.iloc[0].source_format == "hgresearch"
+        assert runs.iloc[0].run_id.endswith("run-a")

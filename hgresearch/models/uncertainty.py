@@ -98,3 +98,34 @@ def bootstrap_request_cis(requests: pd.DataFrame, latency_columns: Sequence[str]
     rows.append({"quantity": "cost_usd_per_1m_tok", "estimate": est, "low": low,
                  "high": high})
     return pd.DataFrame(rows)
+
+
+def run_request_cis(runs: pd.DataFrame, price_usd_per_gpu_h: float,
+                    latency_columns: Sequence[str] = ("ttft_ms", "tpot_ms", "e2el_ms"),
+                    percentiles: Sequence[float] = (50, 90, 99), *, n_boot: int = 2000,
+                    seed: int = 0) -> pd.DataFrame:
+    """Bootstrap intervals for every run of ``runs`` that has per-request records (our own
+    run folders, column ``run_dir``): one row per run and quantity, with the run's id, offered
+    rate and repeat. Runs without records (the paper's summaries) are left out; for those
+    :func:`run_to_run_spread` is the only estimate of noise."""
+    from pathlib import Path
+
+    from hgresearch.bench.records import read_records, requests_table
+
+    frames = []
+    for run in runs[runs.run_dir.notna()].itertuples():
+        requests = requests_table(read_records(Path(run.run_dir) / "requests.jsonl"))
+        requests = requests[requests.success & ~requests.warmup]
+        if len(requests) < 2:
+            continue
+        cis = bootstrap_request_cis(requests, latency_columns, percentiles,
+                                    duration_s=run.duration_s, gpu_count=run.gpu_count,
+                                    price_usd_per_gpu_h=price_usd_per_gpu_h, n_boot=n_boot,
+                                    seed=seed)
+        cis.insert(0, "repeat_index", run.repeat_index)
+        cis.insert(0, "request_rate_qps", run.request_rate_qps)
+        cis.insert(0, "run_id", run.run_id)
+        frames.append(cis)
+    if not frames:
+        raise ModelInputError("no run of the table has per-request records (run_dir)")
+    return pd.concat(frames, ignore_index=True)
