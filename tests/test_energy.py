@@ -11,17 +11,6 @@ import pytest
 from hgresearch import catalogs, energy
 from hgresearch.errors import InputError
 from hgresearch.ingest import read_runs, select_repeats
-from hgresearch.reference import ReferenceDataError
-from hgresearch.reference import reference_dir as find_reference
-
-
-@pytest.fixture(scope="module")
-def reference_dir():
-    """The verified copy of the paper's raw results (skip when none is available)."""
-    try:
-        return find_reference()
-    except ReferenceDataError as err:
-        pytest.skip(f"reference data not available: {err}")
 
 
 @pytest.fixture(scope="module")

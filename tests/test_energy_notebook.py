@@ -15,19 +15,8 @@ from hgresearch import carbon, energy
 from hgresearch.figures import energy as energy_figures
 from hgresearch.figures.style import save_figure
 from hgresearch.ingest import read_runs, select_repeats
-from hgresearch.reference import ReferenceDataError
-from hgresearch.reference import reference_dir as find_reference
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "05_energy_carbon.ipynb"
-
-
-@pytest.fixture(scope="module")
-def reference_dir():
-    """The verified copy of the paper's raw results (skip when none is available)."""
-    try:
-        return find_reference()
-    except ReferenceDataError as err:
-        pytest.skip(f"reference data not available: {err}")
 
 
 @pytest.fixture(scope="module")

@@ -19,14 +19,8 @@ from hgresearch.models.validation import leave_one_qps_out, validation_table
 
 
 @pytest.fixture(scope="module")
-def runs():
-    from hgresearch.reference import ReferenceDataError, reference_dir
-
-    try:
-        folder = reference_dir("ionet-aibc2025")
-    except ReferenceDataError as err:  # pragma: no cover - depends on the machine
-        pytest.skip(f"reference data not available: {err}")
-    return add_costs(read_runs([folder]), "alternative")
+def runs(reference_dir):
+    return add_costs(read_runs([reference_dir]), "alternative")
 
 
 @pytest.fixture(scope="module")
