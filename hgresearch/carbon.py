@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hgresearch.catalogs import _read_catalog
+from hgresearch.catalogs import read_catalog
 from hgresearch.errors import InputError
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
@@ -38,11 +38,11 @@ SCENARIOS: dict[str, frozenset[str]] = {
 def grid_catalog() -> pd.DataFrame:
     """Grid carbon intensities (``data/grid_carbon.csv``): ``region``, ``region_name``,
     ``year``, ``g_co2_per_kwh``, ``basis``, ``source``, ``date``."""
-    table = _read_catalog("grid_carbon.csv",
-                          {"region": "str", "region_name": "str", "year": "int",
-                           "g_co2_per_kwh": "g CO2 per kWh", "basis": "str"},
-                          ["year", "g_co2_per_kwh"])
-    _require_values(table, "grid_carbon.csv", ["region", "year", "g_co2_per_kwh", "basis"])
+    table = read_catalog("grid_carbon.csv",
+                         {"region": "str", "region_name": "str", "year": "int",
+                          "g_co2_per_kwh": "g CO2 per kWh", "basis": "str"},
+                         ["year", "g_co2_per_kwh"],
+                         complete=["region", "year", "g_co2_per_kwh", "basis"])
     if table.region.duplicated().any():
         index = int(table.region.duplicated().idxmax())
         raise InputError("duplicate region", file="data/grid_carbon.csv", line=index + 2,
@@ -55,13 +55,12 @@ def embodied_catalog() -> pd.DataFrame:
     """Embodied carbon (``data/embodied_carbon.csv``): per ``item`` (GPU name) and
     ``component`` (``gpu`` or ``host_share``, per GPU slot), ``kg_co2e`` with low/high,
     ``gpu_class`` (``consumer``/``datacenter``), ``assumptions``, ``source``, ``date``."""
-    table = _read_catalog("embodied_carbon.csv",
-                          {"item": "str", "component": "str", "gpu_class": "str",
-                           "kg_co2e": "kg CO2e", "assumptions": "str"},
-                          ["kg_co2e", "kg_co2e_low", "kg_co2e_high"])
-    _require_values(table, "embodied_carbon.csv",
-                    ["item", "component", "gpu_class", "kg_co2e", "kg_co2e_low",
-                     "kg_co2e_high", "assumptions"])
+    table = read_catalog("embodied_carbon.csv",
+                         {"item": "str", "component": "str", "gpu_class": "str",
+                          "kg_co2e": "kg CO2e", "assumptions": "str"},
+                         ["kg_co2e", "kg_co2e_low", "kg_co2e_high"],
+                         complete=["item", "component", "gpu_class", "kg_co2e", "kg_co2e_low",
+                                   "kg_co2e_high", "assumptions"])
     for index, row in table.iterrows():
         if not row.kg_co2e_low <= row.kg_co2e <= row.kg_co2e_high:
             raise InputError("expected kg_co2e_low <= kg_co2e <= kg_co2e_high",
@@ -72,14 +71,6 @@ def embodied_catalog() -> pd.DataFrame:
                              file="data/embodied_carbon.csv", line=int(index) + 2,
                              field="component")
     return table
-
-
-def _require_values(table: pd.DataFrame, name: str, columns: list[str]) -> None:
-    for column in columns:
-        missing = table[column].isna() | (table[column].astype(str).str.strip() == "")
-        if missing.any():
-            raise InputError("missing value", file=f"data/{name}", line=int(missing.idxmax()) + 2,
-                             field=column)
 
 
 def grid_intensity(region: str) -> float:
@@ -95,21 +86,22 @@ def embodied_kg_per_gpu(gpu_name: str, bound: str = "central",
                         include_host: bool = True) -> float:
     """Embodied kg CO2e of one GPU plus (by default) its share of the host machine."""
     column = {"central": "kg_co2e", "low": "kg_co2e_low", "high": "kg_co2e_high"}[bound]
-    table = embodied_catalog()
-    rows = table[table.item == gpu_name]
-    if rows.empty:
-        raise KeyError(f"no embodied carbon for {gpu_name!r} in data/embodied_carbon.csv")
+    rows = _embodied_rows(gpu_name)
     components = ["gpu", "host_share"] if include_host else ["gpu"]
     return float(rows[rows.component.isin(components)][column].sum())
 
 
 def gpu_class(gpu_name: str) -> str:
     """``consumer`` or ``datacenter`` as recorded in the embodied catalog."""
+    return str(_embodied_rows(gpu_name).gpu_class.iloc[0])
+
+
+def _embodied_rows(gpu_name: str) -> pd.DataFrame:
     table = embodied_catalog()
     rows = table[table.item == gpu_name]
     if rows.empty:
         raise KeyError(f"no embodied carbon for {gpu_name!r} in data/embodied_carbon.csv")
-    return str(rows.gpu_class.iloc[0])
+    return rows
 
 
 def amortised_g_per_1m_tok(embodied_kg: float, tok_per_s: float, lifetime_years: float,

@@ -18,8 +18,10 @@ from hgresearch.errors import InputError
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
-def _read_catalog(name: str, required: dict[str, str], nonnegative: list[str]) -> pd.DataFrame:
-    """Read ``data/<name>`` and check required columns, sources and non-negative numbers."""
+def read_catalog(name: str, required: dict[str, str], nonnegative: list[str],
+                 complete: list[str] | tuple[str, ...] = ()) -> pd.DataFrame:
+    """Read ``data/<name>`` and check required columns, sources and dates, non-negative
+    numbers, and that the ``complete`` columns have a value in every row."""
     path = DATA_DIR / name
     if not path.exists():
         raise InputError("catalog file not found", file=str(path))
@@ -38,6 +40,11 @@ def _read_catalog(name: str, required: dict[str, str], nonnegative: list[str]) -
             if pd.isna(value) or not str(value).strip():
                 raise InputError("every row needs a source and a date", file=str(path),
                                  line=int(index) + 2, field=column)
+    for column in complete:
+        missing = table[column].isna() | (table[column].astype(str).str.strip() == "")
+        if missing.any():
+            raise InputError("missing value", file=str(path), line=int(missing.idxmax()) + 2,
+                             field=column)
     for column in nonnegative:
         values = pd.to_numeric(table[column], errors="coerce")
         bad = table[column].notna() & (values.isna() | (values < 0))
@@ -53,7 +60,7 @@ def _read_catalog(name: str, required: dict[str, str], nonnegative: list[str]) -
 def hardware_catalog() -> pd.DataFrame:
     """GPU specs: ``gpu_name`` (normalized), ``tdp_w``, ``memory_gb``,
     ``memory_bandwidth_gb_per_s``, ``fp16_dense_tflops``, ``aliases`` (``|``-separated)."""
-    return _read_catalog(
+    return read_catalog(
         "hardware.csv",
         {"gpu_name": "str", "aliases": "str", "tdp_w": "W", "memory_gb": "GB",
          "memory_bandwidth_gb_per_s": "GB/s", "fp16_dense_tflops": "TFLOPS"},
@@ -67,7 +74,7 @@ def price_catalog() -> pd.DataFrame:
 
     A missing ``price_usd_per_gpu_h`` means the GPU is not offered in that scenario.
     """
-    return _read_catalog(
+    return read_catalog(
         "prices.csv",
         {"gpu_name": "str", "scenario": "str", "price_usd_per_gpu_h": "USD per GPU-hour"},
         ["price_usd_per_gpu_h", "price_low_usd_per_gpu_h", "price_high_usd_per_gpu_h"],
@@ -77,7 +84,7 @@ def price_catalog() -> pd.DataFrame:
 @functools.cache
 def model_catalog() -> pd.DataFrame:
     """Published model architectures (layers, hidden size, heads, KV heads, ...), one row each."""
-    return _read_catalog(
+    return read_catalog(
         "model_architectures.csv",
         {"model": "str", "num_layers": "int", "hidden_size": "int", "params_b": "1e9 params"},
         ["num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",

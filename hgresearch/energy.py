@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hgresearch.catalogs import _read_catalog, hardware_catalog
+from hgresearch.catalogs import hardware_catalog, read_catalog
 from hgresearch.errors import InputError
+from hgresearch.telemetry import energy_over_windows, idle_power_w
 
 SECONDS_PER_HOUR = 3600.0
 J_PER_KWH = 3.6e6
@@ -204,19 +205,16 @@ class PowerModel:
 def power_model_catalog() -> pd.DataFrame:
     """Per-GPU ``p_idle_w``/``p_max_w`` (central, low, high) with sources
     (``data/power_model.csv``)."""
-    table = _read_catalog(
+    power_columns = ["p_idle_w", "p_idle_low_w", "p_idle_high_w", "p_max_w", "p_max_low_w",
+                     "p_max_high_w", "power_limit_w"]
+    table = read_catalog(
         "power_model.csv",
         {"gpu_name": "str", "p_idle_w": "W", "p_max_w": "W", "power_limit_w": "W"},
-        ["p_idle_w", "p_idle_low_w", "p_idle_high_w", "p_max_w", "p_max_low_w",
-         "p_max_high_w", "power_limit_w"],
+        power_columns, complete=power_columns,
     )
     path = "data/power_model.csv"
     for index, row in table.iterrows():
         line = int(index) + 2
-        for col in ("p_idle_w", "p_idle_low_w", "p_idle_high_w", "p_max_w", "p_max_low_w",
-                    "p_max_high_w", "power_limit_w"):
-            if pd.isna(row[col]):
-                raise InputError("missing value", file=path, line=line, field=col)
         if not row.p_idle_low_w <= row.p_idle_w <= row.p_idle_high_w:
             raise InputError("expected p_idle_low_w <= p_idle_w <= p_idle_high_w",
                              file=path, line=line, field="p_idle_w")
@@ -394,22 +392,6 @@ def tokens_in_window(requests: pd.DataFrame, start_ns: float, end_ns: float) -> 
     return float(np.sum(prompt * in_prompt) + np.sum(output * frac))
 
 
-def _gpu_energy_between(samples: pd.DataFrame, start_ns: float, end_ns: float,
-                        use_counter: bool) -> float:
-    """Energy (J) of one GPU between two instants: counter values interpolated at both ends,
-    or the trapezoid integral of power (samples clipped to the interval)."""
-    t = samples.t_ns.to_numpy(dtype=float)
-    if len(t) < 2 or end_ns <= start_ns:
-        return math.nan
-    if use_counter:
-        counter = samples.energy_counter_j.to_numpy(dtype=float)
-        return float(np.interp(end_ns, t, counter) - np.interp(start_ns, t, counter))
-    power = samples.power_w.to_numpy(dtype=float)
-    grid = np.concatenate([[start_ns], t[(t > start_ns) & (t < end_ns)], [end_ns]])
-    values = np.interp(grid, t, power)
-    return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(grid)) / 1e9)
-
-
 def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: int = 2000,
                 seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
     """Measured energy of one run folder over its steady-state window.
@@ -444,9 +426,9 @@ def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: in
     result["measured_energy_source"] = None
     result["measured_ci_method"] = None
     telemetry = read_telemetry(run_dir / "telemetry.csv")
-    idle = telemetry[telemetry.phase == "idle"]
-    if not idle.empty and idle.power_w.notna().any():
-        result["measured_idle_power_w"] = float(idle.groupby("gpu_index").power_w.mean().sum())
+    idle_w = idle_power_w(telemetry)
+    if idle_w is not None:
+        result["measured_idle_power_w"] = idle_w
     elif summary.get("idle_power_w") is not None:
         result["measured_idle_power_w"] = float(summary["idle_power_w"])
     run = telemetry[(telemetry.phase == "run") & telemetry.power_w.notna()]
@@ -458,15 +440,14 @@ def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: in
     window_s = (end - start) / 1e9
     requests = read_request_tokens(run_dir / "requests.jsonl")
     tokens = tokens_in_window(requests, start, end)
-    gpus = {index: frame for index, frame in run.groupby("gpu_index")}
-    counters = {i: bool(g.energy_counter_j.notna().all()) for i, g in gpus.items()}
-    use_counter = all(counters.values())
-    source = "nvml_energy_counter" if use_counter else "nvml_power_integral"
 
     def energy_between(a: float, b: float) -> float:
-        return sum(_gpu_energy_between(g, a, b, counters[i]) for i, g in gpus.items())
+        energy, _ = energy_over_windows(run, [(a, b)])
+        return math.nan if energy is None else energy
 
-    energy_j = energy_between(start, end)
+    energy_j, source = energy_over_windows(run, [(start, end)])
+    if energy_j is None:  # the samples do not cover the window
+        return result
     result.update({
         "measured_energy_source": source, "measured_window_s": window_s,
         "measured_window_tok": tokens, "measured_energy_j": energy_j,
