@@ -1,3 +1,3 @@
-from hgresearch.cli import app
+from hgresearch.cli import main
 
-app()
+main()

@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hgresearch.errors import HgResearchError
 from hgresearch.reference import REPO_ROOT, reference_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
 
-class NotebookFailed(RuntimeError):
+class NotebookFailed(HgResearchError, RuntimeError):
     """A notebook raised during ``reproduce``."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hgresearch.catalogs import DATA_DIR
+from hgresearch.errors import HgResearchError
 
 REPO_ROOT = DATA_DIR.parent
 
@@ -64,8 +65,10 @@ DATASETS = {
 }
 
 
-class ReferenceDataError(RuntimeError):
+class ReferenceDataError(HgResearchError, RuntimeError):
     """The reference data could not be found, fetched or verified."""
+
+    exit_code = 2
 
 
 def _dataset(name: str) -> ReferenceDataset:

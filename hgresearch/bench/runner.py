@@ -44,6 +44,7 @@ from hgresearch.bench.fasthttp import FastPool
 from hgresearch.bench.records import RecordWriter, read_records, repair, requests_table
 from hgresearch.bench.schedule import DEFAULT_SPIN_NS, PAPER_QPS, arrival_offsets_ns, sleep_until_ns
 from hgresearch.bench.workloads import RequestSpec, build_requests
+from hgresearch.errors import HgResearchError
 
 CONFIG_FILE = "config.json"
 REQUESTS_FILE = "requests.jsonl"
@@ -55,8 +56,10 @@ IDENTITY_FIELDS = ("base_url", "model", "endpoint", "request_rate_qps", "num_pro
                    "burstiness", "arrival", "workload", "seed", "tokenizer", "ignore_eos")
 
 
-class ServerUnreachable(RuntimeError):
+class ServerUnreachable(HgResearchError, RuntimeError):
     """Neither ``/v1/models`` nor the warm-up request got an answer: nothing to measure."""
+
+    exit_code = 2
 
 
 @dataclass

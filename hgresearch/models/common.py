@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from hgresearch.errors import InputError
+
 #: Columns that identify a *configuration* (a serving setup whose runs differ only in load).
 CONFIG_KEYS = ["model", "dataset", "gpu_name", "gpu_count", "replicas"]
 
@@ -15,7 +17,7 @@ class ModelWarning(UserWarning):
     """A fit ran but its result should be read with care (degenerate or ill-fitting input)."""
 
 
-class ModelInputError(ValueError):
+class ModelInputError(InputError):
     """Input a fit cannot use at all (missing columns, too few points, bad values)."""
 
 

@@ -1,5 +1,5 @@
-"""CLI commands for serving: ``hgresearch serve``, ``hgresearch model synth|list``,
-``hgresearch sweep`` (registered in :mod:`hgresearch.cli`)."""
+"""``hgresearch serve``, ``hgresearch sweep`` and ``hgresearch model list|synth`` (real vLLM
+servers and the benchmark models they serve)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,18 @@ from typing import Annotated
 
 import typer
 
-model_app = typer.Typer(help="Benchmark models built offline from the architecture catalog.",
-                        no_args_is_help=True)
+from hgresearch.cli import app
+from hgresearch.cli.errors import INTERRUPTED_EXIT_CODE, command, fail
+from hgresearch.cli.options import Resume, output_option
+
+model_app = typer.Typer(help="Benchmark models (LLM architectures) built offline from the "
+                        "architecture catalog.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
 
 
-@model_app.command("list")
+@command(model_app, "list")
 def model_list() -> None:
-    """List the catalog's models (data/model_architectures.csv) that `model synth` can build."""
+    """List the architecture catalog's models that `model synth` can build."""
     from hgresearch.catalogs import model_catalog
 
     table = model_catalog()
@@ -26,30 +31,27 @@ def model_list() -> None:
                    f"{int(row.num_kv_heads)} vocab={int(row.vocab_size)}")
 
 
-@model_app.command("synth")
+@command(model_app, "synth")
 def model_synth(
     name: Annotated[str, typer.Argument(help="Catalog model (see `hgresearch model list`).")],
-    out: Annotated[Path | None, typer.Option(
-        "-o", "--out", help="Model folder to write (default build/models/NAME).")] = None,
+    output: Annotated[Path | None, output_option(
+        "Model folder to write (default build/models/NAME).")] = None,
     max_model_len: Annotated[int | None, typer.Option(
         help="Override max_position_embeddings.")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
 ) -> None:
-    """Write a weightless model folder (config + locally trained tokenizer); serve it with
-    --load-format dummy (random weights: same speed as the real model)."""
-    from hgresearch.errors import InputError
+    """Write a weightless model folder (config + locally trained tokenizer).
+
+    Serve it with --load-format dummy: random weights run at the real model's speed.
+    """
     from hgresearch.modelsynth import synth_model
 
-    target = out or Path("build/models") / name
-    try:
-        path = synth_model(name, target, max_position_embeddings=max_model_len,
-                           overwrite=overwrite)
-    except (InputError, FileExistsError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
+    target = output or Path("build/models") / name
+    path = synth_model(name, target, max_position_embeddings=max_model_len, overwrite=overwrite)
     typer.echo(f"{name} -> {path} (serve with --load-format dummy)")
 
 
+@command(app, "serve")
 def serve(
     model: Annotated[str, typer.Argument(
         help="Model folder, Hugging Face name, or a catalog name with --synth.")],
@@ -70,18 +72,13 @@ def serve(
         help="Extra vLLM argument (repeatable), e.g. --extra=--enforce-eager.")] = None,
 ) -> None:
     """Start a vLLM server, wait until healthy, keep it up until Ctrl-C, then stop it."""
-    from hgresearch.bench.server import ServerConfig, ServerError, VLLMServer, sigterm_as_exit
-    from hgresearch.errors import InputError
+    from hgresearch.bench.server import ServerConfig, VLLMServer, sigterm_as_exit
 
     model_path = model
     if synth:
         from hgresearch.modelsynth import synth_model
 
-        try:
-            model_path = str(synth_model(model, Path("build/models") / model))
-        except (InputError, FileExistsError) as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(2) from None
+        model_path = str(synth_model(model, Path("build/models") / model))
         served_model_name = served_model_name or model
         load_format = load_format or "dummy"
     config = ServerConfig(model=model_path, served_model_name=served_model_name, host=host,
@@ -101,27 +98,23 @@ def serve(
                        f"{info['vllm_version']}); Ctrl-C stops it")
             while server.alive():
                 time.sleep(1.0)
-            typer.echo(f"error: server exited; see {server.log_path}", err=True)
-            raise typer.Exit(1)
-    except ServerError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1) from None
+            raise fail(f"server exited; see {server.log_path}", exit_code=1)
     except KeyboardInterrupt:
         typer.echo("stopped")
 
 
+@command(app, "sweep")
 def sweep(
     sweep_file: Annotated[Path, typer.Argument(help="Sweep file (YAML), e.g. sweeps/cpu.yaml.")],
-    resume: Annotated[bool, typer.Option(help="Skip finished runs; continue the others.")]
-    = False,
-    out_dir: Annotated[Path | None, typer.Option(help="Override the file's out_dir.")] = None,
+    resume: Resume = False,
+    output: Annotated[Path | None, output_option(
+        "Folder of the run folders (default: the sweep file's out_dir).")] = None,
     dry_run: Annotated[bool, typer.Option(help="List the runs and exit.")] = False,
     dummy_weights: Annotated[bool, typer.Option(
         help="Serve each model as its catalog architecture with random weights (no "
              "download; same speed; outputs are fixed-length anyway).")] = False,
 ) -> None:
     """Run a sweep: server configurations x QPS values x repeats (see docs/serving.md)."""
-    from hgresearch.errors import InputError
     from hgresearch.sweep import (
         apply_dummy_weights,
         is_finished,
@@ -131,15 +124,11 @@ def sweep(
         run_sweep,
     )
 
-    try:
-        plan = load_sweep(sweep_file)
-        if dummy_weights:
-            apply_dummy_weights(plan)
-    except InputError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
-    if out_dir is not None:
-        plan.out_dir = out_dir
+    plan = load_sweep(sweep_file)
+    if dummy_weights:
+        apply_dummy_weights(plan)
+    if output is not None:
+        plan.out_dir = output
     if dry_run:
         for point in run_points(plan):
             state = "done" if is_finished(point.run_dir) else "todo"
@@ -147,18 +136,8 @@ def sweep(
         return
     try:
         statuses = run_sweep(plan, resume=resume, echo=typer.echo)
-    except (InputError, FileExistsError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
     except KeyboardInterrupt:
-        typer.echo("interrupted; server stopped. Continue with --resume.", err=True)
-        raise typer.Exit(130) from None
+        raise fail("interrupted; server stopped. Continue with --resume.",
+                   INTERRUPTED_EXIT_CODE) from None
     if any(s["status"] == "failed" for s in statuses):
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main CLI."""
-    app.add_typer(model_app, name="model")
-    app.command("serve")(serve)
-    app.command("sweep")(sweep)

@@ -7,6 +7,10 @@ from typing import Annotated
 
 import typer
 
+from hgresearch.cli import app
+from hgresearch.cli.errors import command
+from hgresearch.cli.options import Resume, Seed, output_option
+
 
 def parse_qps(text: str) -> list[float]:
     """``"32,16,8"`` -> ``[32.0, 16.0, 8.0]`` (``inf`` allowed)."""
@@ -33,6 +37,7 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
     return out
 
 
+@command(app, "bench")
 def bench(
     base_url: Annotated[str, typer.Option(help="Server base URL (without /v1).")]
     = "http://127.0.0.1:8000",
@@ -49,7 +54,7 @@ def bench(
     = "random:input_len=1024,output_len=128",
     dataset: Annotated[str | None, typer.Option(help="Dataset label in the summary.")] = None,
     endpoint: Annotated[str, typer.Option(help="completions or chat.")] = "completions",
-    seed: Annotated[int, typer.Option(help="Workload and schedule seed.")] = 0,
+    seed: Seed = 0,
     burstiness: Annotated[float, typer.Option(help="Gamma shape; 1 = Poisson.")] = 1.0,
     arrival: Annotated[str, typer.Option(help="gamma or constant.")] = "gamma",
     max_concurrency: Annotated[int | None, typer.Option(help="Cap on requests in flight.")]
@@ -77,32 +82,26 @@ def bench(
                                                    "point (s).")] = 5.0,
     http_client: Annotated[str, typer.Option(help="fast (protocol-level, default) or aiohttp.")]
     = "fast",
-    output: Annotated[Path, typer.Option("-o", "--output", help="Sweep folder; each rate "
-                                         "gets qps<rate>/.")] = Path("runs/bench"),
-    resume: Annotated[bool, typer.Option(help="Continue a killed run or sweep.")] = False,
+    output: Annotated[Path, output_option("Sweep folder; each rate gets qps<rate>/.")]
+    = Path("runs/bench"),
+    resume: Resume = False,
     progress: Annotated[bool, typer.Option(help="Live progress bar.")] = True,
 ) -> None:
     """Benchmark a server at each request rate; writes one run folder per rate."""
-    from hgresearch.bench.runner import BenchConfig, ServerUnreachable, run_qps_sweep
+    from hgresearch.bench.runner import BenchConfig, run_qps_sweep
     from hgresearch.bench.workloads import parse_workload
-    from hgresearch.errors import InputError
 
-    try:
-        spec = parse_workload(workload)
-        config = BenchConfig(
-            base_url=base_url, model=model, endpoint=endpoint, num_prompts=num_prompts,
-            burstiness=burstiness, arrival=arrival, max_concurrency=max_concurrency,
-            warmup_requests=warmup, workload=spec, dataset=dataset, seed=seed,
-            tokenizer=tokenizer, timeout_s=timeout_s, api_key_env=api_key_env,
-            gpu_name=gpu_name, gpu_count=gpu_count, tensor_parallel_size=tensor_parallel_size,
-            replicas=replicas, price_usd_per_gpu_h=price_usd_per_gpu_h, telemetry=telemetry,
-            idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_slo(goodput),
-            http_client=http_client)
-        summaries = run_qps_sweep(config, parse_qps(qps), output, resume=resume,
-                                  progress=progress)
-    except (InputError, FileExistsError, ValueError, KeyError, ServerUnreachable) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
+    spec = parse_workload(workload)
+    config = BenchConfig(
+        base_url=base_url, model=model, endpoint=endpoint, num_prompts=num_prompts,
+        burstiness=burstiness, arrival=arrival, max_concurrency=max_concurrency,
+        warmup_requests=warmup, workload=spec, dataset=dataset, seed=seed,
+        tokenizer=tokenizer, timeout_s=timeout_s, api_key_env=api_key_env,
+        gpu_name=gpu_name, gpu_count=gpu_count, tensor_parallel_size=tensor_parallel_size,
+        replicas=replicas, price_usd_per_gpu_h=price_usd_per_gpu_h, telemetry=telemetry,
+        idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_slo(goodput),
+        http_client=http_client)
+    summaries = run_qps_sweep(config, parse_qps(qps), output, resume=resume, progress=progress)
     for s in summaries:
         ttft = s.get("median_ttft_ms")
         typer.echo(

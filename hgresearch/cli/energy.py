@@ -1,4 +1,4 @@
-"""``hgresearch energy``: energy per token of result files or run folders (thin CLI wrapper)."""
+"""``hgresearch energy``: energy per token of result files or run folders."""
 
 from __future__ import annotations
 
@@ -7,33 +7,38 @@ from typing import Annotated
 
 import typer
 
+from hgresearch.cli import app
+from hgresearch.cli.errors import command
+from hgresearch.cli.options import Seed, SkipBadLines, output_option
 
-def energy_command(
+
+@command(app, "energy")
+def energy(
     paths: Annotated[list[Path], typer.Argument(
         help="hgresearch run folders (or folders of them) and/or vLLM result files.")],
     tdp: Annotated[str, typer.Option(help="TDP assumption: 'paper' (H100 PCIe 700 W) or "
                                           "'datasheet' (350 W).")] = "paper",
     grid_g_per_kwh: Annotated[float, typer.Option(help="Grid intensity, g CO2 per kWh.")]
     = 242.0,
-    seed: Annotated[int, typer.Option(help="Seed of the bootstrap interval.")] = 0,
-    output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="Also write the full table (.csv or .parquet).")] = None,
+    seed: Seed = 0,
+    output: Annotated[Path | None, output_option(
+        "Also write the full table (.csv or .parquet).")] = None,
+    skip_bad_lines: SkipBadLines = False,
 ) -> None:
-    """Energy per token of each run: TDP model, power-model bracket and, for run folders with
-    telemetry, the measured value with its 95% interval (missing stays empty)."""
+    """Energy per token of each run: TDP model, power-model bracket, measured (NVML) value.
+
+    Run folders with telemetry get the measured value with its 95% interval; missing stays
+    empty.
+    """
     from hgresearch.energy import energy_per_run, run_summaries
-    from hgresearch.errors import InputError
     from hgresearch.ingest import read_runs
     from hgresearch.tables import write_frame
 
-    try:
-        files = [p for p in paths if p.is_file()]
-        folders = [p for p in paths if not p.is_file()]
-        runs = read_runs(files + run_summaries(folders))
-        table = energy_per_run(runs, tdp=tdp, grid_g_per_kwh=grid_g_per_kwh, seed=seed)
-    except InputError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
+    files = [p for p in paths if p.is_file()]
+    folders = [p for p in paths if not p.is_file()]
+    runs = read_runs(files + run_summaries(folders),
+                     on_error="skip" if skip_bad_lines else "raise")
+    table = energy_per_run(runs, tdp=tdp, grid_g_per_kwh=grid_g_per_kwh, seed=seed)
     for row in table.itertuples():
         name = Path(row.run_dir).name if isinstance(row.run_dir, str) else row.run_id
         line = (f"{name}  {row.hardware} @ {row.request_rate_qps:g} QPS: "

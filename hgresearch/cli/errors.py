@@ -1,0 +1,66 @@
+"""The command line's one error handler.
+
+Every command is registered through :func:`command`, which wraps it in :func:`handle_errors`:
+an error the user can act on (:class:`~hgresearch.errors.HgResearchError`, a missing or existing
+file) becomes one line ``error: …`` on stderr and the exit code the error carries — 2 for bad
+input everywhere, 1 for a failure during the work — with no traceback. Anything else is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+
+from hgresearch.errors import HgResearchError
+
+BAD_INPUT_EXIT_CODE = 2
+INTERRUPTED_EXIT_CODE = 130
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line(err: BaseException) -> str:
+    """The error's message (an OSError as ``path: reason``; a server failure keeps its log tail
+    on the lines after the first)."""
+    text = str(err).strip()
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        text = f"{err.filename}: {err.strerror}"
+    return text
+
+
+def fail(message: str, exit_code: int = BAD_INPUT_EXIT_CODE) -> typer.Exit:
+    """Print ``error: message`` to stderr and return the exit to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(exit_code)
+
+
+def handle_errors(func: F) -> F:
+    """Run a command; report user-facing errors as one line with their exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except HgResearchError as err:
+            raise fail(one_line(err), err.exit_code) from None
+        except (FileNotFoundError, FileExistsError, IsADirectoryError,
+                NotADirectoryError) as err:
+            raise fail(one_line(err), BAD_INPUT_EXIT_CODE) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", INTERRUPTED_EXIT_CODE) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def command(app: typer.Typer, name: str, **kwargs: Any) -> Callable[[F], F]:
+    """``@command(app, "name")``: register ``func`` on ``app`` behind the one error handler."""
+
+    def register(func: F) -> F:
+        app.command(name, **kwargs)(handle_errors(func))
+        return func
+
+    return register

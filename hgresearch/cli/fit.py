@@ -1,0 +1,45 @@
+"""``hgresearch fit``: fit, validate and audit the cost-performance models."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hgresearch.cli import app
+from hgresearch.cli.errors import command
+from hgresearch.cli.options import BuildDir, output_option
+
+
+@command(app, "fit")
+def fit(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Result files or folders (default: the paper's reference data).")] = None,
+    output: Annotated[Path, output_option("Folder the model tables are written to.")]
+    = Path("paper/tables"),
+    build_dir: BuildDir = Path("build"),
+    scenario: Annotated[str, typer.Option(help="Price scenario of data/prices.csv.")]
+    = "alternative",
+) -> None:
+    """Fit and validate the cost-performance models; write their tables.
+
+    Capacity, latency, scaling, SLO capacity, roofline, leave-one-out validation and the audit
+    of the paper's ratios; prints the headline numbers.
+    """
+    from hgresearch.ingest import read_runs
+    from hgresearch.models.common import ModelWarning
+    from hgresearch.models.report import analyse, headline, write_tables
+    from hgresearch.reference import reference_dir
+
+    sources = paths or [reference_dir("ionet-aibc2025")]
+    runs = read_runs(sources)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ModelWarning)
+        report = analyse(runs, scenario=scenario, build_dir=build_dir)
+    written = write_tables(report, output)
+    typer.echo(f"{len(runs)} runs, {len(report.models.capacity)} configurations; "
+               f"{len(written)} table files in {output}")
+    typer.echo(json.dumps(headline(report), indent=1, ensure_ascii=False))

@@ -1,0 +1,34 @@
+"""Options shared by several commands: one name and one help text per meaning.
+
+- ``-o/--output``: where a command writes its main result (a file or a folder, per command);
+- ``--from``: a local copy of the reference data instead of the lookup order;
+- ``--build-dir``: executed notebooks, caches and derived tables;
+- ``--paper-dir``: where ``tables/`` and ``figures/`` go;
+- ``--skip-bad-lines``: skip malformed input lines (listed in a warning) instead of stopping;
+- ``--resume``: continue a killed run or sweep;
+- ``--seed``: the seed of everything random in the command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+ReferenceSource = Annotated[Path | None, typer.Option(
+    "--from", help="Local copy of the reference results (verified) instead of the lookup "
+                   "order.")]
+BuildDir = Annotated[Path, typer.Option(
+    "--build-dir", help="Executed notebooks, caches and derived tables.")]
+PaperDir = Annotated[Path, typer.Option("--paper-dir", help="Where tables/ and figures/ go.")]
+SkipBadLines = Annotated[bool, typer.Option(
+    "--skip-bad-lines", help="Skip malformed lines and files (listed in a warning) instead of "
+                             "stopping.")]
+Resume = Annotated[bool, typer.Option("--resume", help="Continue a killed run or sweep.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of everything random in the command.")]
+
+
+def output_option(help_text: str) -> typer.models.OptionInfo:
+    """``-o/--output`` with a command-specific description of what is written there."""
+    return typer.Option("-o", "--output", help=help_text)
