@@ -7,8 +7,9 @@
    figure; the PCIe board's limit is 350 W, see ``data/hardware.csv``) and 450 W for the
    RTX 4090: ``tdp="paper"`` reproduces that, ``tdp="datasheet"`` uses the catalog's TDP.
 2. **Measured energy** from hgresearch run folders (``summary.json`` + ``telemetry.csv`` +
-   ``requests.jsonl``, see docs/measurement.md): NVML counter delta (or power integral) over the
-   steady-state window, the idle baseline separately, and a block-bootstrap confidence interval.
+   ``requests.jsonl``, read with :mod:`hgresearch.runfolder`; see docs/measurement.md): NVML
+   counter delta (or power integral) over the steady-state window, the idle baseline
+   separately, and a block-bootstrap confidence interval.
 3. **Utilisation-based power model** for runs without telemetry:
    ``P = P_idle + (P_max - P_idle) * f(u)`` per GPU, with ``u`` the run's token throughput
    relative to the highest throughput of the same model on the same configuration, and
@@ -22,7 +23,6 @@ measurements stay NaN, never zero.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,7 +34,13 @@ import pandas as pd
 
 from hgresearch.catalogs import hardware_catalog, read_catalog
 from hgresearch.errors import InputError
-from hgresearch.telemetry import energy_over_windows, idle_power_w
+from hgresearch.runfolder import (
+    SUMMARY_FILE,
+    find_run_dirs,
+    read_requests,
+    read_summary,
+    read_telemetry,
+)
 
 SECONDS_PER_HOUR = 3600.0
 J_PER_KWH = 3.6e6
@@ -299,11 +305,6 @@ def ratio_bracket(a: pd.Series, b: pd.Series) -> dict[str, float]:
 # 2. Measured energy from run folders
 # ---------------------------------------------------------------------------------------------
 
-TELEMETRY_COLUMNS = ["t_ns", "phase", "gpu_index", "power_w", "energy_counter_j",
-                     "gpu_util_pct", "mem_util_pct", "mem_used_mib", "sm_clock_mhz",
-                     "temperature_c", "power_limit_w"]
-_TELEMETRY_NUMERIC = [c for c in TELEMETRY_COLUMNS if c != "phase"]
-
 MEASURED_COLUMNS = [
     "measured_energy_source", "measured_window_s", "measured_window_tok",
     "measured_energy_j", "measured_mean_power_w", "measured_idle_power_w",
@@ -313,57 +314,71 @@ MEASURED_COLUMNS = [
 ]
 
 
-def read_telemetry(path: str | Path) -> pd.DataFrame:
-    """Read ``telemetry.csv`` (docs/measurement.md; ``telemetry.parquet`` beside it is read when the
-    CSV is absent). A missing or header-only file gives an empty table; a bad value raises
-    :class:`InputError` naming the file, line (row + 2 for Parquet) and field."""
-    path = Path(path)
-    parquet = path.with_suffix(".parquet")
-    if not path.exists() and parquet.exists():  # the sampler may write Parquet instead
-        path = parquet
-        table = pd.read_parquet(path).map(lambda v: "" if pd.isna(v) else str(v))
-    elif not path.exists() or not path.read_text(encoding="utf-8").strip():
-        return pd.DataFrame(columns=TELEMETRY_COLUMNS)
-    else:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    for column in ("t_ns", "phase", "gpu_index", "power_w"):
-        if column not in table.columns:
-            raise InputError("required column is missing", file=str(path), field=column)
-    for column in _TELEMETRY_NUMERIC:
-        if column not in table.columns:
-            table[column] = ""
-        raw = table[column].str.strip()
-        values = pd.to_numeric(raw.replace("", np.nan), errors="coerce")
-        bad = raw.ne("") & values.isna()
-        if bad.any():
-            index = int(bad.idxmax())
-            raise InputError(f"expected a number, got {table[column][index]!r}",
-                             file=str(path), line=index + 2, field=column)
-        if column in ("t_ns", "gpu_index") and values.isna().any():
-            index = int(values.isna().idxmax())
-            raise InputError("value is required", file=str(path), line=index + 2, field=column)
-        table[column] = values
-    # "warmup" samples (warm-up requests before the measured run) belong to neither the idle
-    # baseline nor the run window.
-    bad_phase = ~table.phase.isin(["idle", "warmup", "run"])
-    if bad_phase.any():
-        index = int(bad_phase.idxmax())
-        raise InputError(f"expected 'idle', 'warmup' or 'run', got {table.phase[index]!r}",
-                         file=str(path), line=index + 2, field="phase")
-    table["t_ns"] = table.t_ns.astype("int64")
-    table["gpu_index"] = table.gpu_index.astype("int64")
-    return table[TELEMETRY_COLUMNS].sort_values(["gpu_index", "t_ns"], kind="stable"
-                                                ).reset_index(drop=True)
+def _interp(t: np.ndarray, y: np.ndarray, at: float) -> float:
+    return float(np.interp(at, t, y))
 
 
-def read_request_tokens(path: str | Path) -> pd.DataFrame:
-    """Per successful measured request of ``requests.jsonl``: ``first_token_ns``, ``done_ns``,
-    ``prompt_tok``, ``output_tok`` (read with :func:`hgresearch.bench.records.read_records`, so a
+def _gpu_energy_j(gpu: pd.DataFrame, start: float, end: float) -> tuple[float, str | None]:
+    gpu = gpu.sort_values("t_ns")
+    t = gpu.t_ns.to_numpy(dtype="float64")
+    if len(t) < 2 or t[0] > start or t[-1] < end:
+        return math.nan, None  # samples do not cover the window
+    counter = pd.to_numeric(gpu.energy_counter_j, errors="coerce").to_numpy()
+    if not np.isnan(counter).any():
+        return _interp(t, counter, end) - _interp(t, counter, start), "nvml_energy_counter"
+    power = pd.to_numeric(gpu.power_w, errors="coerce").to_numpy()
+    keep = ~np.isnan(power)
+    if keep.sum() < 2:
+        return math.nan, None
+    t, power = t[keep], power[keep]
+    inside = (t > start) & (t < end)
+    grid = np.concatenate([[start], t[inside], [end]])
+    values = np.interp(grid, t, power)
+    return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(grid)) / 1e9), \
+        "nvml_power_integral"
+
+
+def energy_over_windows(telemetry: pd.DataFrame,
+                        windows: list[tuple[float, float]]) -> tuple[float | None, str | None]:
+    """Energy (J, summed over GPUs and windows) of telemetry samples
+    (:func:`hgresearch.runfolder.read_telemetry`) and its source; (None, None) without data or
+    when the samples of a GPU do not cover a window.
+
+    Per GPU and window: the delta of NVML's cumulative total-energy counter, linearly
+    interpolated at the window edges (``nvml_energy_counter``), when every sample has it;
+    else the trapezoidal integral of power (``nvml_power_integral``). Windows are
+    ``time.monotonic_ns()`` pairs, the clock of the samples and the request records.
+    """
+    if telemetry.empty or not windows:
+        return None, None
+    total, sources = 0.0, set()
+    for _, gpu in telemetry.groupby("gpu_index"):
+        for start, end in windows:
+            value, source = _gpu_energy_j(gpu, start, end)
+            if math.isnan(value):
+                return None, None
+            total += value
+            sources.add(source)
+    # One source name: the counter only when every GPU had it.
+    source = "nvml_power_integral" if "nvml_power_integral" in sources else "nvml_energy_counter"
+    return total, source
+
+
+def idle_power_w(telemetry: pd.DataFrame) -> float | None:
+    """Mean power of the idle baseline, summed over GPUs (W); None without idle samples."""
+    idle = telemetry[telemetry.phase == "idle"]
+    if idle.empty:
+        return None
+    per_gpu = pd.to_numeric(idle.power_w, errors="coerce").groupby(idle.gpu_index).mean()
+    return None if per_gpu.isna().any() else float(per_gpu.sum())
+
+
+def read_request_tokens(run_dir: str | Path) -> pd.DataFrame:
+    """Per successful measured request of the run folder: ``first_token_ns``, ``done_ns``,
+    ``prompt_tok``, ``output_tok`` (from :func:`hgresearch.runfolder.read_requests`, so a
     truncated last line, as a crash leaves it, is ignored; warm-up requests are left out)."""
-    from hgresearch.bench.records import read_records, requests_table
-
     columns = ["first_token_ns", "done_ns", "prompt_tok", "output_tok"]
-    table = requests_table(read_records(Path(path)))
+    table = read_requests(run_dir)
     if table.empty:
         return pd.DataFrame(columns=columns, dtype="float64")
     table = table[table.success & ~table.warmup]
@@ -392,16 +407,96 @@ def tokens_in_window(requests: pd.DataFrame, start_ns: float, end_ns: float) -> 
     return float(np.sum(prompt * in_prompt) + np.sum(output * frac))
 
 
+def _no_measurement() -> dict[str, Any]:
+    """A :data:`MEASURED_COLUMNS` row with every value missing (NaN, sources None)."""
+    result: dict[str, Any] = {c: math.nan for c in MEASURED_COLUMNS}
+    result["measured_energy_source"] = None
+    result["measured_ci_method"] = None
+    return result
+
+
+def _idle_baseline_w(telemetry: pd.DataFrame, summary: dict[str, Any]) -> float:
+    """Idle power (W, all GPUs) from the ``idle`` samples, else the summary's ``idle_power_w``
+    (a folder whose telemetry was dropped), else NaN."""
+    idle_w = idle_power_w(telemetry)
+    if idle_w is not None:
+        return idle_w
+    if summary.get("idle_power_w") is not None:
+        return float(summary["idle_power_w"])
+    return math.nan
+
+
+def _steady_window_ns(summary: dict[str, Any]) -> tuple[float, float] | None:
+    """The summary's steady-state window (the whole run when it has none); None when the
+    summary gives no non-empty window."""
+    start = summary.get("steady_start_ns", summary.get("run_start_ns"))
+    end = summary.get("steady_end_ns", summary.get("run_end_ns"))
+    if start is None or end is None or float(end) <= float(start):
+        return None
+    return float(start), float(end)
+
+
+def _per_token(energy_j: float, tokens: float, window_s: float,
+               idle_w: float) -> dict[str, float]:
+    """Energy per token, tokens per kWh, and the idle/dynamic split when idle power is known."""
+    values = {"measured_energy_per_tok_j": energy_j / tokens,
+              "measured_tok_per_kwh": tokens / (energy_j / J_PER_KWH)}
+    if not math.isnan(idle_w):
+        values["measured_idle_energy_j"] = idle_w * window_s
+        values["measured_dynamic_energy_per_tok_j"] = (
+            (energy_j - values["measured_idle_energy_j"]) / tokens)
+    return values
+
+
+def _bootstrap_blocks_ns(start: float, end: float, block_s: float) -> list[tuple[float, float]]:
+    """[start, end] cut into blocks of ``block_s``; a sliver under half a block at the end is
+    folded into the last full block."""
+    edges = np.arange(start, end, block_s * 1e9)
+    if end - edges[-1] < 0.5 * block_s * 1e9 and len(edges) > 1:
+        edges = edges[:-1]
+    edges = np.append(edges, end)
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _block_bootstrap_ci(run: pd.DataFrame, requests: pd.DataFrame, start: float, end: float,
+                        block_s: float, n_boot: int, seed: int,
+                        confidence: float) -> dict[str, Any]:
+    """Moving-block bootstrap interval of energy per token over [start, end] (see
+    :func:`measure_run`); empty when there are fewer than two blocks or no finite resample."""
+    blocks = _bootstrap_blocks_ns(start, end, block_s)
+    if len(blocks) < 2:  # nothing to resample
+        return {}
+
+    def energy_between(a: float, b: float) -> float:
+        energy, _ = energy_over_windows(run, [(a, b)])
+        return math.nan if energy is None else energy
+
+    block_energy = np.array([energy_between(a, b) for a, b in blocks])
+    block_tok = np.array([tokens_in_window(requests, a, b) for a, b in blocks])
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, len(block_energy), size=(n_boot, len(block_energy)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = block_energy[pick].sum(axis=1) / block_tok[pick].sum(axis=1)
+    ratios = ratios[np.isfinite(ratios)]
+    if not len(ratios):
+        return {}
+    alpha = (1 - confidence) / 2
+    return {"measured_energy_per_tok_ci_low_j": float(np.quantile(ratios, alpha)),
+            "measured_energy_per_tok_ci_high_j": float(np.quantile(ratios, 1 - alpha)),
+            "measured_ci_method": (f"block bootstrap, {len(block_energy)} blocks of "
+                                   f"{block_s:.3g} s, {n_boot} resamples, seed {seed}")}
+
+
 def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: int = 2000,
                 seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
     """Measured energy of one run folder over its steady-state window.
 
     Energy: per GPU, the NVML energy counter delta when every run sample of that GPU has it
     (``nvml_energy_counter``), else the trapezoid integral of power (``nvml_power_integral``),
-    summed over GPUs. Tokens: input+output tokens processed inside the window
-    (:func:`tokens_in_window`). Idle: mean summed power of the ``idle`` samples, also expressed
-    as the energy an idle machine would draw over the window, so that energy per token can be
-    split into idle and dynamic parts.
+    summed over GPUs (:func:`energy_over_windows`). Tokens: input+output tokens processed inside
+    the window (:func:`tokens_in_window`). Idle: mean summed power of the ``idle`` samples, also
+    expressed as the energy an idle machine would draw over the window, so that energy per token
+    can be split into idle and dynamic parts.
 
     Confidence interval: moving-block bootstrap over time. The window is cut into blocks of
     ``block_s`` seconds (default: window / 20, at least 1 s); each block gets its energy and
@@ -411,40 +506,22 @@ def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: in
     their covariance.
 
     Returns a dict of :data:`MEASURED_COLUMNS`; values are NaN (source ``None``) when the folder
-    has no usable telemetry.
+    has no usable telemetry. A folder without ``summary.json`` or with malformed files raises
+    :class:`InputError`.
     """
     run_dir = Path(run_dir)
-    summary_path = run_dir / "summary.json"
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("run folder has no summary.json", file=str(summary_path)) from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"malformed JSON: {err.msg}", file=str(summary_path),
-                         line=err.lineno) from None
-    result: dict[str, Any] = {c: math.nan for c in MEASURED_COLUMNS}
-    result["measured_energy_source"] = None
-    result["measured_ci_method"] = None
-    telemetry = read_telemetry(run_dir / "telemetry.csv")
-    idle_w = idle_power_w(telemetry)
-    if idle_w is not None:
-        result["measured_idle_power_w"] = idle_w
-    elif summary.get("idle_power_w") is not None:
-        result["measured_idle_power_w"] = float(summary["idle_power_w"])
+    summary = read_summary(run_dir)
+    telemetry = read_telemetry(run_dir)
+    result = _no_measurement()
+    result["measured_idle_power_w"] = _idle_baseline_w(telemetry, summary)
     run = telemetry[(telemetry.phase == "run") & telemetry.power_w.notna()]
-    start = summary.get("steady_start_ns", summary.get("run_start_ns"))
-    end = summary.get("steady_end_ns", summary.get("run_end_ns"))
-    if run.empty or start is None or end is None or float(end) <= float(start):
+    window = _steady_window_ns(summary)
+    if run.empty or window is None:
         return result
-    start, end = float(start), float(end)
+    start, end = window
     window_s = (end - start) / 1e9
-    requests = read_request_tokens(run_dir / "requests.jsonl")
+    requests = read_request_tokens(run_dir)
     tokens = tokens_in_window(requests, start, end)
-
-    def energy_between(a: float, b: float) -> float:
-        energy, _ = energy_over_windows(run, [(a, b)])
-        return math.nan if energy is None else energy
-
     energy_j, source = energy_over_windows(run, [(start, end)])
     if energy_j is None:  # the samples do not cover the window
         return result
@@ -455,32 +532,10 @@ def measure_run(run_dir: str | Path, *, block_s: float | None = None, n_boot: in
     })
     if not tokens or math.isnan(tokens):
         return result
-    result["measured_energy_per_tok_j"] = energy_j / tokens
-    result["measured_tok_per_kwh"] = tokens / (energy_j / J_PER_KWH)
-    if not math.isnan(result["measured_idle_power_w"]):
-        result["measured_idle_energy_j"] = result["measured_idle_power_w"] * window_s
-        result["measured_dynamic_energy_per_tok_j"] = (
-            (energy_j - result["measured_idle_energy_j"]) / tokens)
-    block_s = block_s or max(window_s / 20.0, 1.0)
-    edges = np.arange(start, end, block_s * 1e9)
-    if end - edges[-1] < 0.5 * block_s * 1e9 and len(edges) > 1:
-        edges = edges[:-1]  # fold a sliver at the end into the last full block
-    edges = np.append(edges, end)
-    if len(edges) >= 3:  # at least two blocks to resample
-        blocks = list(zip(edges[:-1], edges[1:], strict=True))
-        block_energy = np.array([energy_between(a, b) for a, b in blocks])
-        block_tok = np.array([tokens_in_window(requests, a, b) for a, b in blocks])
-        rng = np.random.default_rng(seed)
-        pick = rng.integers(0, len(block_energy), size=(n_boot, len(block_energy)))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = block_energy[pick].sum(axis=1) / block_tok[pick].sum(axis=1)
-        ratios = ratios[np.isfinite(ratios)]
-        if len(ratios):
-            alpha = (1 - confidence) / 2
-            result["measured_energy_per_tok_ci_low_j"] = float(np.quantile(ratios, alpha))
-            result["measured_energy_per_tok_ci_high_j"] = float(np.quantile(ratios, 1 - alpha))
-            result["measured_ci_method"] = (f"block bootstrap, {len(block_energy)} blocks of "
-                                            f"{block_s:.3g} s, {n_boot} resamples, seed {seed}")
+    result.update(_per_token(energy_j, tokens, window_s, result["measured_idle_power_w"]))
+    result.update(_block_bootstrap_ci(run, requests, start, end,
+                                      block_s or max(window_s / 20.0, 1.0), n_boot, seed,
+                                      confidence))
     return result
 
 
@@ -500,9 +555,7 @@ def add_measured_energy(runs: pd.DataFrame, tdp: str = "datasheet",
     for row in out.itertuples():
         run_dir = getattr(row, "run_dir", None)
         if run_dir is None or (isinstance(run_dir, float) and math.isnan(run_dir)):
-            values = {c: math.nan for c in MEASURED_COLUMNS}
-            values["measured_energy_source"] = None
-            values["measured_ci_method"] = None
+            values = _no_measurement()
         else:
             values = measure_run(run_dir, **measure_kwargs)
             if values["measured_energy_source"] is None and not math.isnan(row.energy_j):
@@ -594,10 +647,6 @@ def run_summaries(paths: Iterable[str | Path]) -> list[Path]:
     for path in map(Path, paths):
         if path.is_file():
             found.append(path)
-        elif (path / "summary.json").exists():
-            found.append(path / "summary.json")
-        elif path.is_dir():
-            found.extend(sorted(path.rglob("summary.json")))
         else:
-            raise InputError("run folder not found", file=str(path))
+            found.extend(run_dir / SUMMARY_FILE for run_dir in find_run_dirs([path]))
     return found

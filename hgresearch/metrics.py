@@ -156,7 +156,7 @@ def bootstrap_cis(ok: pd.DataFrame, window: tuple[int, int] | None, *, reps: int
 def summarize(requests: pd.DataFrame, *, goodput_slo_ms: dict[str, float] | None = None,
               steady_fraction: float = 0.1, bootstrap_reps: int = 1000,
               bootstrap_seed: int = 0) -> dict[str, Any]:
-    """Run metrics from the requests table (:func:`hgresearch.bench.records.requests_table`).
+    """Run metrics from the requests table (:func:`hgresearch.runfolder.requests_table`).
 
     Warm-up requests are excluded. Keys follow vLLM's result layout (``completed``,
     ``request_throughput``, ``{stat}_{ttft,tpot,itl,e2el}_ms``, ...) plus ours (see module doc).

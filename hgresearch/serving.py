@@ -6,11 +6,11 @@ Both start from the runs table (:func:`hgresearch.ingest.read_runs`), like every
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pandas as pd
+
+from hgresearch.runfolder import is_finished, read_server_metrics, read_summary
 
 #: Columns of :func:`server_crosscheck`.
 CROSSCHECK_COLUMNS = [
@@ -31,8 +31,7 @@ def server_crosscheck(runs: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for run in runs.itertuples():
-        path = Path(str(run.run_dir)) / "server_metrics.json"
-        data = json.loads(path.read_text()) if path.is_file() else {}
+        data = read_server_metrics(str(run.run_dir)) or {}
         server = data.get("server") or {}
         ttft = server.get("ttft") or {}
         itl = server.get("itl") or {}
@@ -97,8 +96,8 @@ def schedule_lag(runs: pd.DataFrame) -> pd.DataFrame:
     only; others get NaN)."""
     rows = []
     for run in runs.itertuples():
-        path = Path(str(run.run_dir)) / "summary.json"
-        summary = json.loads(path.read_text()) if path.is_file() else {}
+        run_dir = str(run.run_dir)
+        summary = read_summary(run_dir) if is_finished(run_dir) else {}
         lag = summary.get("schedule_lag_p99_ms")
         rows.append({"request_rate_qps": run.request_rate_qps, "repeat_index": run.repeat_index,
                      "schedule_lag_p99_ms": math.nan if lag is None else float(lag),

@@ -24,9 +24,10 @@ For each server entry: start the server -> warm up -> for each repeat, for each 
 server's deltas beside the client's figures -> stop the server. Every run gets its own folder
 ``<out_dir>/<model>/<count>x<gpu>[-tp<N>]/qps<Q>-rep<R>/`` (the run folder of
 :mod:`hgresearch.bench.runner` plus ``server_metrics.json`` and ``server.log``, the server's
-log during that run). ``<out_dir>/_sweep/status.jsonl`` records every run's outcome
-(``_sweep/sweep.yaml`` is the sweep file used); a failed server start or run is recorded
-there (and in ``error.json`` in the run folder) and the sweep goes on.
+log during that run; :mod:`hgresearch.runfolder` names and reads them).
+``<out_dir>/_sweep/status.jsonl`` records every run's outcome (``_sweep/sweep.yaml`` is the
+sweep file used); a failed server start or run is recorded there (and in ``error.json`` in the
+run folder) and the sweep goes on.
 With ``resume=True`` finished runs (those with a ``summary.json``) are skipped, and a server
 whose runs are all finished is not started.
 """
@@ -54,6 +55,15 @@ from hgresearch.bench.server import (
     warm_up,
 )
 from hgresearch.errors import InputError
+from hgresearch.runfolder import (
+    ERROR_FILE,
+    REQUESTS_FILE,
+    SERVER_LOG_FILE,
+    is_finished,
+    read_records,
+    write_error,
+    write_server_metrics,
+)
 
 #: Where ``synth:`` models are built (relative to the current folder).
 DEFAULT_MODEL_DIR = Path("build/models")
@@ -270,11 +280,6 @@ def run_points(sweep: Sweep) -> list[RunPoint]:
     return points
 
 
-def is_finished(run_dir: Path) -> bool:
-    """A run is finished when its folder holds ``summary.json``."""
-    return (run_dir / "summary.json").is_file()
-
-
 def bench_config(sweep: Sweep, entry: SweepServer, qps: float, base_url: str) -> Any:
     """The :class:`~hgresearch.bench.runner.BenchConfig` of one run."""
     from hgresearch.bench.runner import BenchConfig
@@ -314,12 +319,51 @@ def _copy_log_slice(log_path: Path, start: int, dest: Path) -> None:
 
 
 def _write_error(run_dir: Path, stage: str, error: BaseException) -> str:
-    run_dir.mkdir(parents=True, exist_ok=True)
     text = str(error)
-    (run_dir / "error.json").write_text(json.dumps({
+    write_error(run_dir, {
         "stage": stage, "error_type": type(error).__name__, "error": text,
-        "traceback": traceback.format_exception_only(type(error), error)}, indent=1) + "\n")
+        "traceback": traceback.format_exception_only(type(error), error)})
     return text
+
+
+class _SweepLog:
+    """Each run's outcome: kept for the caller, appended to ``_sweep/status.jsonl`` (skipped runs
+    are not) and echoed as one progress line."""
+
+    def __init__(self, sweep: Sweep, total: int, echo: Callable[[str], None]) -> None:
+        self.sweep = sweep
+        self.total = total
+        self.echo = echo
+        self.statuses: list[dict[str, Any]] = []
+
+    def note(self, point: RunPoint, status: str, wall_s: float, error: str | None = None,
+             summary: dict[str, Any] | None = None) -> None:
+        """Record one run: ``ok``, ``failed`` (with ``error``) or ``skipped``."""
+        entry = self.sweep.servers[point.server_index]
+        record = {"sweep": self.sweep.name, "model": entry.model_label,
+                  "hardware": entry.hardware_label, "qps": qps_label(point.qps),
+                  "repeat": point.repeat, "run_dir": str(point.run_dir), "status": status,
+                  "wall_s": round(wall_s, 3), "error": error,
+                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if summary is not None:
+            record.update({k: summary.get(k) for k in ("completed", "failed",
+                                                        "output_throughput", "p99_ttft_ms")})
+        if status != "skipped":
+            _record(self.sweep.out_dir, record)
+        self.statuses.append(record)
+        detail = ""
+        if summary is not None:
+            detail = (f": {summary.get('completed')} done, "
+                      f"{summary.get('output_throughput', math.nan):.1f} output tok/s")
+        if error:
+            detail = f": {error.splitlines()[0]}"
+        self.echo(f"[{len(self.statuses)}/{self.total}] {entry.model_label} "
+                  f"{entry.hardware_label} qps={qps_label(point.qps)} rep={point.repeat} "
+                  f"{status}{detail}")
+
+    def count(self, status: str) -> int:
+        """Runs recorded with ``status``."""
+        return sum(s["status"] == status for s in self.statuses)
 
 
 def run_sweep(sweep: Sweep, *, resume: bool = False, echo: Callable[[str], None] = print,
@@ -329,99 +373,89 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, echo: Callable[[str], None]
     Without ``resume``, a run folder that already holds results is an error (nothing is
     overwritten). A ``KeyboardInterrupt`` (Ctrl-C) or SIGTERM stops the sweep after stopping
     the server; finished runs stay, and ``resume=True`` continues from there.
-    """
-    from hgresearch.bench.runner import run_benchmark
-    from hgresearch.bench.server_metrics import cross_check, scrape, write_cross_check
 
+    Steps: refuse to overwrite (:func:`_refuse_started_runs`), keep a copy of the sweep file
+    (:func:`_prepare_out_dir`), then per server entry skip finished runs and serve the rest
+    (:func:`_serve_entry`), and print the tally.
+    """
     points = run_points(sweep)
     if not resume:
-        started = [p.run_dir for p in points if p.run_dir.exists() and any(p.run_dir.iterdir())]
-        if started:
-            raise FileExistsError(f"{len(started)} run folder(s) already hold results, e.g. "
-                                  f"{started[0]}; use --resume to continue, or another out_dir")
-    sweep.out_dir.mkdir(parents=True, exist_ok=True)
-    if sweep.source and Path(sweep.source).is_file():
-        (sweep.out_dir / SWEEP_COPY).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(sweep.source, sweep.out_dir / SWEEP_COPY)
-    statuses: list[dict[str, Any]] = []
-    total = len(points)
-    done = 0
-
-    def note(point: RunPoint, status: str, wall_s: float, error: str | None = None,
-             summary: dict[str, Any] | None = None) -> None:
-        nonlocal done
-        done += 1
-        entry = sweep.servers[point.server_index]
-        record = {"sweep": sweep.name, "model": entry.model_label,
-                  "hardware": entry.hardware_label, "qps": qps_label(point.qps),
-                  "repeat": point.repeat, "run_dir": str(point.run_dir), "status": status,
-                  "wall_s": round(wall_s, 3), "error": error,
-                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        if summary is not None:
-            record.update({k: summary.get(k) for k in ("completed", "failed",
-                                                        "output_throughput", "p99_ttft_ms")})
-        if status != "skipped":
-            _record(sweep.out_dir, record)
-        statuses.append(record)
-        detail = ""
-        if summary is not None:
-            detail = (f": {summary.get('completed')} done, "
-                      f"{summary.get('output_throughput', math.nan):.1f} output tok/s")
-        if error:
-            detail = f": {error.splitlines()[0]}"
-        echo(f"[{done}/{total}] {entry.model_label} {entry.hardware_label} "
-             f"qps={qps_label(point.qps)} rep={point.repeat} {status}{detail}")
-
+        _refuse_started_runs(points)
+    _prepare_out_dir(sweep)
+    log = _SweepLog(sweep, len(points), echo)
     with sigterm_as_exit():
         for index, entry in enumerate(sweep.servers):
             mine = [p for p in points if p.server_index == index]
             pending = [p for p in mine if not (resume and is_finished(p.run_dir))]
             for p in mine:
                 if p not in pending:
-                    note(p, "skipped", 0.0)
-            if not pending:
-                continue
-            server_dir = sweep.out_dir / entry.model_label / entry.hardware_label
-            try:
-                if entry.synth is not None:
-                    from hgresearch.modelsynth import synth_model
+                    log.note(p, "skipped", 0.0)
+            if pending:
+                _serve_entry(sweep, entry, pending, log, progress)
+    echo(f"sweep {sweep.name}: {log.count('ok')} ok, {log.count('failed')} failed, "
+         f"{log.count('skipped')} skipped; runs in {sweep.out_dir}")
+    return log.statuses
 
-                    synth_model(entry.synth, entry.server.model)
-                echo(f"starting server for {entry.model_label} on {entry.hardware_label} ...")
-                with VLLMServer(entry.server, server_dir) as server:
-                    echo(f"server healthy after {server.ready_after_s:.1f} s at "
-                         f"{server.base_url}")
-                    if sweep.warmup_requests:
-                        warm_up(server.base_url, entry.server.name,
-                                requests=sweep.warmup_requests)
-                    for point in pending:
-                        start = time.monotonic()
-                        if not server.alive():
-                            note(point, "failed", 0.0, _write_error(
-                                point.run_dir, "server", ServerError(
-                                    "server died", server.log_path,
-                                    _tail(server.log_path))))
-                            continue
-                        try:
-                            summary = _one_run(sweep, entry, point, server, run_benchmark,
-                                               scrape, cross_check, write_cross_check, progress)
-                        except (KeyboardInterrupt, SystemExit):
-                            raise
-                        except Exception as err:  # noqa: BLE001 - recorded, sweep goes on
-                            note(point, "failed", time.monotonic() - start,
-                                 _write_error(point.run_dir, "run", err))
-                            continue
-                        note(point, "ok", time.monotonic() - start, summary=summary)
-            except (ServerError, OSError, InputError) as err:
-                for point in pending:
-                    if not is_finished(point.run_dir) and not (point.run_dir /
-                                                                "error.json").exists():
-                        note(point, "failed", 0.0, _write_error(point.run_dir, "server", err))
-    failed = sum(s["status"] == "failed" for s in statuses)
-    echo(f"sweep {sweep.name}: {sum(s['status'] == 'ok' for s in statuses)} ok, "
-         f"{failed} failed, {sum(s['status'] == 'skipped' for s in statuses)} skipped; "
-         f"runs in {sweep.out_dir}")
-    return statuses
+
+def _refuse_started_runs(points: list[RunPoint]) -> None:
+    """FileExistsError when a run folder of the sweep already holds anything."""
+    started = [p.run_dir for p in points if p.run_dir.exists() and any(p.run_dir.iterdir())]
+    if started:
+        raise FileExistsError(f"{len(started)} run folder(s) already hold results, e.g. "
+                              f"{started[0]}; use --resume to continue, or another out_dir")
+
+
+def _prepare_out_dir(sweep: Sweep) -> None:
+    """Create ``out_dir`` and keep the sweep file used beside the runs (``_sweep/sweep.yaml``)."""
+    sweep.out_dir.mkdir(parents=True, exist_ok=True)
+    if sweep.source and Path(sweep.source).is_file():
+        (sweep.out_dir / SWEEP_COPY).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(sweep.source, sweep.out_dir / SWEEP_COPY)
+
+
+def _serve_entry(sweep: Sweep, entry: SweepServer, pending: list[RunPoint], log: _SweepLog,
+                 progress: bool) -> None:
+    """Build the model if synthetic, start the entry's server, warm it up and run ``pending``
+    on it. A server that fails to start (or a model that cannot be built) fails every pending
+    run that has no result or error yet; the sweep goes on with the next entry."""
+    server_dir = sweep.out_dir / entry.model_label / entry.hardware_label
+    try:
+        if entry.synth is not None:
+            from hgresearch.modelsynth import synth_model
+
+            synth_model(entry.synth, entry.server.model)
+        log.echo(f"starting server for {entry.model_label} on {entry.hardware_label} ...")
+        with VLLMServer(entry.server, server_dir) as server:
+            log.echo(f"server healthy after {server.ready_after_s:.1f} s at {server.base_url}")
+            if sweep.warmup_requests:
+                warm_up(server.base_url, entry.server.name, requests=sweep.warmup_requests)
+            for point in pending:
+                _run_point(sweep, entry, point, server, log, progress)
+    except (ServerError, OSError, InputError) as err:
+        for point in pending:
+            if not is_finished(point.run_dir) and not (point.run_dir / ERROR_FILE).exists():
+                log.note(point, "failed", 0.0, _write_error(point.run_dir, "server", err))
+
+
+def _run_point(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMServer,
+               log: _SweepLog, progress: bool) -> None:
+    """One run on a started server, recorded ``ok`` or ``failed``; a failed run does not stop
+    the sweep (Ctrl-C and SIGTERM do)."""
+    start = time.monotonic()
+    if not server.alive():
+        log.note(point, "failed", 0.0, _write_error(
+            point.run_dir, "server",
+            ServerError("server died", server.log_path, _tail(server.log_path))))
+        return
+    try:
+        summary = _one_run(sweep, entry, point, server, progress)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as err:  # noqa: BLE001 - recorded, sweep goes on
+        log.note(point, "failed", time.monotonic() - start,
+                 _write_error(point.run_dir, "run", err))
+        return
+    log.note(point, "ok", time.monotonic() - start, summary=summary)
 
 
 def _tail(path: Path) -> str:
@@ -431,10 +465,11 @@ def _tail(path: Path) -> str:
 
 
 def _one_run(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMServer,
-             run_benchmark: Callable[..., dict[str, Any]], scrape: Callable[..., Any],
-             cross_check: Callable[..., dict[str, Any]], write_cross_check: Callable[..., Any],
              progress: bool) -> dict[str, Any]:
     """One benchmark point with the server-side cross-check around it."""
+    from hgresearch.bench.runner import run_benchmark
+    from hgresearch.bench.server_metrics import cross_check, scrape, warmup_totals
+
     config = bench_config(sweep, entry, point.qps, server.base_url)
     # An unfinished folder (interrupted or failed earlier) is not a result: start it afresh,
     # so the server's counters before/after cover exactly this run.
@@ -450,13 +485,10 @@ def _one_run(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMServ
     summary = run_benchmark(config, point.run_dir, resume=False, progress=progress,
                             server_info=info)
     after = scrape(server.base_url)
-    from hgresearch.bench.records import read_records
-    from hgresearch.bench.server_metrics import warmup_totals
-
-    excluded = warmup_totals(read_records(point.run_dir / "requests.jsonl"))
+    excluded = warmup_totals(read_records(point.run_dir / REQUESTS_FILE))
     result = cross_check(summary, before, after, excluded=excluded)
-    write_cross_check(point.run_dir, result)
-    _copy_log_slice(server.log_path, log_start, point.run_dir / "server.log")
+    write_server_metrics(point.run_dir, result)
+    _copy_log_slice(server.log_path, log_start, point.run_dir / SERVER_LOG_FILE)
     if result.get("disagreements"):
         raise_text = "; ".join(result["disagreements"])
         # Recorded, not fatal: the run's data stand, the flag says the counts differ.

@@ -1,32 +1,25 @@
-"""GPU telemetry through NVML: a sampler thread and the run's energy from its samples.
+"""GPU telemetry through NVML: the sampler thread that writes a run's ``telemetry.csv``.
 
-This is the only module that imports ``pynvml`` (nvidia-ml-py). Without NVML (no driver, no
-GPU: this development machine) sampling is marked unavailable once and every energy field is a
-missing value, never zero.
+This is the only module that imports ``pynvml`` (nvidia-ml-py), and only the measurement side
+imports it. Without NVML (no driver, no GPU: this development machine) sampling is marked
+unavailable once and every energy field is a missing value, never zero.
 
-Samples go to ``telemetry.csv`` (one row per sample per GPU, columns :data:`TELEMETRY_COLUMNS`,
-time on ``time.monotonic_ns()`` like the request records). Energy over a window is the delta of
-NVML's cumulative total-energy counter (probed once per GPU; H100 and RTX 4090 have it),
-linearly interpolated at the window edges; for GPUs without the counter, the trapezoidal
-integral of power (``energy_source`` says which).
+Samples go to ``telemetry.csv`` (one row per sample per GPU, columns
+:data:`hgresearch.runfolder.TELEMETRY_COLUMNS`, time on ``time.monotonic_ns()`` like the request
+records); :func:`hgresearch.runfolder.read_telemetry` reads it back and
+:func:`hgresearch.energy.energy_over_windows` turns samples into energy.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 import threading
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
-TELEMETRY_COLUMNS = ["t_ns", "phase", "gpu_index", "power_w", "energy_counter_j",
-                     "gpu_util_pct", "mem_util_pct", "mem_used_mib", "sm_clock_mhz",
-                     "temperature_c", "power_limit_w"]
+from hgresearch.runfolder import TELEMETRY_COLUMNS
 
 
 def _import_nvml() -> ModuleType:
@@ -161,63 +154,3 @@ class Sampler:
         self._fh.close()
         if self._nvml is not None:
             _try(self._nvml.nvmlShutdown)
-
-
-def read_telemetry(path: Path) -> pd.DataFrame:
-    """``telemetry.csv`` as a table (empty with the documented columns when absent)."""
-    path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame(columns=TELEMETRY_COLUMNS)
-    frame = pd.read_csv(path, on_bad_lines="skip")  # a killed run may cut the last line
-    return frame.dropna(subset=["t_ns", "gpu_index"])
-
-
-def _interp(t: np.ndarray, y: np.ndarray, at: float) -> float:
-    return float(np.interp(at, t, y))
-
-
-def _gpu_energy_j(gpu: pd.DataFrame, start: float, end: float) -> tuple[float, str | None]:
-    gpu = gpu.sort_values("t_ns")
-    t = gpu.t_ns.to_numpy(dtype="float64")
-    if len(t) < 2 or t[0] > start or t[-1] < end:
-        return math.nan, None  # samples do not cover the window
-    counter = pd.to_numeric(gpu.energy_counter_j, errors="coerce").to_numpy()
-    if not np.isnan(counter).any():
-        return _interp(t, counter, end) - _interp(t, counter, start), "nvml_energy_counter"
-    power = pd.to_numeric(gpu.power_w, errors="coerce").to_numpy()
-    keep = ~np.isnan(power)
-    if keep.sum() < 2:
-        return math.nan, None
-    t, power = t[keep], power[keep]
-    inside = (t > start) & (t < end)
-    grid = np.concatenate([[start], t[inside], [end]])
-    values = np.interp(grid, t, power)
-    return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(grid)) / 1e9), \
-        "nvml_power_integral"
-
-
-def energy_over_windows(telemetry: pd.DataFrame,
-                        windows: list[tuple[int, int]]) -> tuple[float | None, str | None]:
-    """Energy (J, summed over GPUs and windows) and its source; (None, None) without data."""
-    if telemetry.empty or not windows:
-        return None, None
-    total, sources = 0.0, set()
-    for _, gpu in telemetry.groupby("gpu_index"):
-        for start, end in windows:
-            value, source = _gpu_energy_j(gpu, start, end)
-            if math.isnan(value):
-                return None, None
-            total += value
-            sources.add(source)
-    # One source name: the counter only when every GPU had it.
-    source = "nvml_power_integral" if "nvml_power_integral" in sources else "nvml_energy_counter"
-    return total, source
-
-
-def idle_power_w(telemetry: pd.DataFrame) -> float | None:
-    """Mean power of the idle baseline, summed over GPUs (W); None without idle samples."""
-    idle = telemetry[telemetry.phase == "idle"]
-    if idle.empty:
-        return None
-    per_gpu = pd.to_numeric(idle.power_w, errors="coerce").groupby(idle.gpu_index).mean()
-    return None if per_gpu.isna().any() else float(per_gpu.sum())

@@ -16,10 +16,10 @@ import pytest
 from fake_nvml import CONSTANT_TRACE, FakeNVML
 
 from hgresearch import telemetry
-from hgresearch.bench.records import read_records
 from hgresearch.bench.runner import BenchConfig, run_benchmark, run_qps_sweep, summarize_run_dir
 from hgresearch.bench.testserver import ServerConfig, serve_in_subprocess, serve_in_thread
 from hgresearch.ingest import RUN_COLUMNS, read_runs
+from hgresearch.runfolder import read_records
 
 pytestmark = pytest.mark.filterwarnings("ignore:telemetry unavailable")
 

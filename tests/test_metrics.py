@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from hgresearch.bench.records import requests_table
 from hgresearch.metrics import describe, summarize
+from hgresearch.runfolder import requests_table
 
 MS = 1_000_000  # ns per ms
 

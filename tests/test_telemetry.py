@@ -13,13 +13,9 @@ import pytest
 from fake_nvml import CONSTANT_TRACE, H100_TRACE, FakeNVML
 
 from hgresearch import telemetry
-from hgresearch.telemetry import (
-    TELEMETRY_COLUMNS,
-    Sampler,
-    energy_over_windows,
-    idle_power_w,
-    read_telemetry,
-)
+from hgresearch.energy import energy_over_windows, idle_power_w
+from hgresearch.runfolder import TELEMETRY_COLUMNS, read_telemetry
+from hgresearch.telemetry import Sampler
 
 
 def _frame(rows):
@@ -59,7 +55,7 @@ def test_sampler_without_nvml_is_unavailable(tmp_path, monkeypatch):
     assert sampler.start() is False
     assert "no NVML here" in sampler.reason
     sampler.stop()
-    assert read_telemetry(tmp_path / "telemetry.csv").empty
+    assert read_telemetry(tmp_path).empty
     assert (tmp_path / "telemetry.csv").read_text().strip() == ",".join(TELEMETRY_COLUMNS)
 
 
@@ -78,7 +74,7 @@ def test_sampler_records_replayed_samples_and_energy(tmp_path, monkeypatch):
     t_end = time.monotonic_ns()
     time.sleep(0.1)
     sampler.stop()
-    frame = read_telemetry(tmp_path / "telemetry.csv")
+    frame = read_telemetry(tmp_path)
     assert set(frame.phase) == {"idle", "run"} and set(frame.gpu_index) == {0, 1}
     assert frame[frame.gpu_index == 1].energy_counter_j.isna().all()
     # Idle: H100 trace starts at 62 W (first 0.5 s), RTX at 100 W.

@@ -3,8 +3,8 @@
 * :mod:`hgresearch.bench.workloads` — request specs (ShareGPT, random, synthetic, JSONL);
 * :mod:`hgresearch.bench.schedule` — seeded absolute arrival times and precise sleeping;
 * :mod:`hgresearch.bench.client` — asyncio streaming client for OpenAI-compatible servers;
-* :mod:`hgresearch.bench.records` — crash-safe ``requests.jsonl`` and the requests table;
 * :mod:`hgresearch.bench.runner` — :class:`BenchConfig`, :func:`run_benchmark`,
-  :func:`run_qps_sweep` (the run folder layout is in docs/measurement.md);
+  :func:`run_qps_sweep`; it writes the run folder through :mod:`hgresearch.runfolder` (file
+  names, crash-safe ``requests.jsonl``, readers; the layout is in docs/measurement.md);
 * :mod:`hgresearch.bench.testserver` — a local streaming server (a test double).
 """

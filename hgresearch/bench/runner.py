@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
-import json
 import math
 import os
 import platform
@@ -41,15 +40,25 @@ from hgresearch.bench.client import (
     send_request_fast,
 )
 from hgresearch.bench.fasthttp import FastPool
-from hgresearch.bench.records import RecordWriter, read_records, repair, requests_table
 from hgresearch.bench.schedule import DEFAULT_SPIN_NS, PAPER_QPS, arrival_offsets_ns, sleep_until_ns
 from hgresearch.bench.workloads import RequestSpec, build_requests
 from hgresearch.errors import HgResearchError
-
-CONFIG_FILE = "config.json"
-REQUESTS_FILE = "requests.jsonl"
-TELEMETRY_FILE = "telemetry.csv"
-SUMMARY_FILE = "summary.json"
+from hgresearch.runfolder import (
+    BENCH_FILES,
+    CONFIG_FILE,
+    REQUESTS_FILE,
+    TELEMETRY_FILE,
+    RecordWriter,
+    is_finished,
+    read_config,
+    read_records,
+    read_requests,
+    read_summary,
+    read_telemetry,
+    repair,
+    write_config,
+    write_summary,
+)
 
 #: Config fields that define which requests a run sends; a resume must not change them.
 IDENTITY_FIELDS = ("base_url", "model", "endpoint", "request_rate_qps", "num_prompts",
@@ -358,12 +367,12 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
                               "(--resume) or choose a new folder")
     if not has_records:
         # Nothing measured yet (e.g. a start that found no server): begin afresh.
-        for name in (REQUESTS_FILE, TELEMETRY_FILE, SUMMARY_FILE, CONFIG_FILE):
+        for name in BENCH_FILES:
             (run_dir / name).unlink(missing_ok=True)
         records = []
     stored: dict[str, Any] | None = None
     if config_path.exists():
-        stored = json.loads(config_path.read_text(encoding="utf-8"))
+        stored = read_config(run_dir)
         _check_resume(config, stored["config"], config_path)
     done = {r["index"] for r in records if not r.get("warmup")}
     segment = 1 + max((int(r.get("segment") or 0) for r in records), default=-1)
@@ -407,7 +416,7 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
     meta["segments"].append({"segment": segment, "started_utc":
                              datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
                              "requests_to_send": len(todo)})
-    config_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    write_config(run_dir, meta)
 
     if todo:
         if available and config.idle_baseline_s > 0:
@@ -427,7 +436,7 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
         meta["segments"][-1]["client_cpu_s"] = _process_cpu_s() - cpu_start
         if meta.get("server_info") is None:
             meta["server_info"] = info
-        config_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        write_config(run_dir, meta)
     elif available:
         sampler.stop()
     summary = summarize_run_dir(run_dir)
@@ -440,27 +449,54 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
 
 def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
     """The run's summary, derived from ``config.json``, ``requests.jsonl`` and
-    ``telemetry.csv`` only (so it can be recomputed offline); written to summary.json."""
+    ``telemetry.csv`` only (so it can be recomputed offline); written to summary.json.
+
+    Steps: read the point's configuration, compute the request metrics
+    (:func:`hgresearch.metrics.summarize`), find each segment's measured window, integrate
+    telemetry over them (:func:`_energy_fields`), then lay the keys out as vLLM's result files
+    do, followed by ours (docs/measurement.md, ``summary.json``).
+    """
     from hgresearch.metrics import summarize
-    from hgresearch.telemetry import energy_over_windows, idle_power_w, read_telemetry
 
     run_dir = Path(run_dir)
-    meta = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    meta = read_config(run_dir)
     cfg = BenchConfig.from_json(meta["config"])
-    table = requests_table(read_records(run_dir / REQUESTS_FILE))
+    table = read_requests(run_dir)
     metrics = summarize(table, goodput_slo_ms=cfg.goodput_slo_ms,
                         steady_fraction=cfg.steady_fraction,
                         bootstrap_reps=cfg.bootstrap_reps, bootstrap_seed=cfg.seed)
-    measured = table[~table.warmup] if len(table) else table
-    windows = []
-    for _, seg in measured.groupby("segment", sort=True):
-        windows.append((int(seg.segment_start_ns.min()), int(seg.t_done_ns.max())))
-    telemetry = read_telemetry(run_dir / TELEMETRY_FILE)
-    energy, source = energy_over_windows(telemetry, windows)
-    steady = (metrics["steady_start_ns"], metrics["steady_end_ns"])
-    energy_steady, _ = energy_over_windows(telemetry, [steady]) if steady[0] else (None, None)
-    total_tok = metrics["total_input_tokens"] + metrics["total_output_tokens"]
+    windows = _segment_windows_ns(table)
+    energy = _energy_fields(read_telemetry(run_dir), windows, metrics)
     summary: dict[str, Any] = {
+        **_point_fields(cfg, meta),
+        **metrics,
+        **_provenance_fields(cfg, meta),
+        "telemetry_available": (bool(meta.get("telemetry_available"))
+                                and energy["energy_j"] is not None),
+        **energy,
+        "run_start_ns": windows[0][0] if windows else None,
+        "run_end_ns": windows[-1][1] if windows else None,
+        "segments": len(windows),
+        "client_cpu_s": _sum_or_none([seg.get("client_cpu_s")
+                                      for seg in meta.get("segments", [])]),
+        **_energy_per_token(energy["energy_j"], metrics),
+    }
+    if write:
+        write_summary(run_dir, summary)
+    return summary
+
+
+def _segment_windows_ns(table: Any) -> list[tuple[int, int]]:
+    """Per segment (start or resume) of the measured requests: its clock start to its last
+    request's end (``time.monotonic_ns()``), in segment order."""
+    measured = table[~table.warmup] if len(table) else table
+    return [(int(seg.segment_start_ns.min()), int(seg.t_done_ns.max()))
+            for _, seg in measured.groupby("segment", sort=True)]
+
+
+def _point_fields(cfg: BenchConfig, meta: dict[str, Any]) -> dict[str, Any]:
+    """The keys vLLM's result files start with: what was run, where, at which rate."""
+    return {
         "date": meta["date"],
         "backend": cfg.backend or ("openai-chat" if cfg.endpoint == "chat" else "vllm"),
         "model_id": cfg.model,
@@ -471,32 +507,47 @@ def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
         "request_rate": _rate_json(cfg.request_rate_qps),
         "burstiness": cfg.burstiness,
         "max_concurrency": cfg.max_concurrency,
-        **metrics,
+    }
+
+
+def _provenance_fields(cfg: BenchConfig, meta: dict[str, Any]) -> dict[str, Any]:
+    """Our keys after the metrics: code version, dataset label, parallelism, price."""
+    return {
         "hgresearch_version": meta["hgresearch_version"],
         "git_commit": meta.get("git_commit"),
         "dataset": cfg.dataset or str(cfg.workload.get("kind")),
         "tensor_parallel_size": cfg.tensor_parallel_size or meta["gpu_count"],
         "replicas": cfg.replicas,
         "price_usd_per_gpu_h": cfg.price_usd_per_gpu_h,
-        "telemetry_available": bool(meta.get("telemetry_available")) and energy is not None,
+    }
+
+
+def _energy_fields(telemetry: Any, windows: list[tuple[int, int]],
+                   metrics: dict[str, Any]) -> dict[str, Any]:
+    """Energy over the measured windows and over the steady window, and the idle baseline
+    (None where telemetry cannot give them, never 0)."""
+    from hgresearch.energy import energy_over_windows, idle_power_w
+
+    energy, source = energy_over_windows(telemetry, windows)
+    steady = (metrics["steady_start_ns"], metrics["steady_end_ns"])
+    energy_steady, _ = energy_over_windows(telemetry, [steady]) if steady[0] else (None, None)
+    return {
         "energy_source": source,
         "energy_j": energy,
         "energy_steady_j": energy_steady,
         "idle_power_w": idle_power_w(telemetry) if not telemetry.empty else None,
-        "run_start_ns": windows[0][0] if windows else None,
-        "run_end_ns": windows[-1][1] if windows else None,
-        "segments": len(windows),
-        "client_cpu_s": _sum_or_none([seg.get("client_cpu_s")
-                                      for seg in meta.get("segments", [])]),
-        "energy_per_tok_j": energy / total_tok if energy is not None and total_tok else None,
-        "energy_per_output_tok_j": (energy / metrics["total_output_tokens"]
-                                    if energy is not None and metrics["total_output_tokens"]
-                                    else None),
     }
-    if write:
-        (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n",
-                                            encoding="utf-8")
-    return summary
+
+
+def _energy_per_token(energy_j: float | None, metrics: dict[str, Any]) -> dict[str, Any]:
+    """Energy per input+output token and per output token (None without energy or tokens)."""
+    total_tok = metrics["total_input_tokens"] + metrics["total_output_tokens"]
+    output_tok = metrics["total_output_tokens"]
+    return {
+        "energy_per_tok_j": energy_j / total_tok if energy_j is not None and total_tok else None,
+        "energy_per_output_tok_j": (energy_j / output_tok
+                                    if energy_j is not None and output_tok else None),
+    }
 
 
 def _sum_or_none(values: list[float | None]) -> float | None:
@@ -523,9 +574,8 @@ def run_qps_sweep(config: BenchConfig, qps_values: list[float] | tuple[float, ..
     for rate in qps_values:
         point = dataclasses.replace(config, request_rate_qps=float(rate))
         run_dir = out_dir / run_dir_name(float(rate))
-        summary_path = run_dir / SUMMARY_FILE
-        if resume and summary_path.exists():
-            old = json.loads(summary_path.read_text(encoding="utf-8"))
+        if resume and is_finished(run_dir):
+            old = read_summary(run_dir)
             if old.get("sent") == point.num_prompts:
                 summaries.append(old)
                 continue

@@ -2,7 +2,8 @@
 
 The sweep scrapes ``/metrics`` just before and just after each run; the difference is what the
 server counted for that run alone (nothing else talks to the server meanwhile). Written as
-``server_metrics.json`` beside the run's ``summary.json``:
+``server_metrics.json`` beside the run's ``summary.json``
+(:func:`hgresearch.runfolder.write_server_metrics`):
 
 * ``server``: deltas of finished requests (by finish reason), prompt and generation tokens, and
   TTFT / inter-token / end-to-end latency histograms (count, mean, bucket quantiles);
@@ -13,12 +14,10 @@ server counted for that run alone (nothing else talks to the server meanwhile). 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 _LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+"
@@ -191,20 +190,3 @@ def warmup_totals(records: list[dict[str, Any]]) -> dict[str, int]:
     return {"requests": len(warm),
             "prompt_tokens": int(sum(r.get("prompt_tokens") or 0 for r in warm)),
             "output_tokens": int(sum(r.get("output_tokens") or 0 for r in warm))}
-
-
-def write_cross_check(run_dir: str | Path, result: dict[str, Any]) -> Path:
-    """Write ``server_metrics.json`` (NaN written as null)."""
-    path = Path(run_dir) / "server_metrics.json"
-    path.write_text(json.dumps(_nan_to_none(result), indent=1, sort_keys=True) + "\n")
-    return path
-
-
-def _nan_to_none(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _nan_to_none(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_nan_to_none(v) for v in value]
-    return value

@@ -108,13 +108,11 @@ def run_request_cis(runs: pd.DataFrame, price_usd_per_gpu_h: float,
     run folders, column ``run_dir``): one row per run and quantity, with the run's id, offered
     rate and repeat. Runs without records (the paper's summaries) are left out; for those
     :func:`run_to_run_spread` is the only estimate of noise."""
-    from pathlib import Path
-
-    from hgresearch.bench.records import read_records, requests_table
+    from hgresearch.runfolder import read_requests
 
     frames = []
     for run in runs[runs.run_dir.notna()].itertuples():
-        requests = requests_table(read_records(Path(run.run_dir) / "requests.jsonl"))
+        requests = read_requests(run.run_dir)
         requests = requests[requests.success & ~requests.warmup]
         if len(requests) < 2:
             continue
