@@ -109,3 +109,64 @@ def test_failed_server_start_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -
     # Nothing finished, so a second call without --resume refuses to overwrite.
     with pytest.raises(FileExistsError):
         run_sweep(parse_sweep(spec), echo=messages.append)
+
+
+class _StandInServer:
+    """Test double for :class:`hgresearch.bench.server.VLLMServer` (vLLM cannot run here): it
+    serves the local streaming test server, so everything else of a sweep runs for real."""
+
+    starts: list[str] = []
+
+    def __init__(self, config, log_dir) -> None:
+        self.config = config
+        self.log_path = Path(log_dir) / "server.log"
+        self.ready_after_s = 0.0
+
+    def __enter__(self):
+        from hgresearch.bench.testserver import ServerConfig as TestServerConfig
+        from hgresearch.bench.testserver import serve_in_thread
+
+        self.starts.append(self.config.name)
+        self._serving = serve_in_thread(TestServerConfig(ttft_ms=1.0, itl_ms=0.5,
+                                                         model=self.config.name))
+        self.base_url = self._serving.__enter__()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text("started\n")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._serving.__exit__(*exc)
+
+    def alive(self) -> bool:
+        return True
+
+    def info(self) -> dict:
+        return {"base_url": self.base_url}
+
+
+def test_sweep_writes_each_run_folder_and_resume_skips_finished_runs(tmp_path, monkeypatch):
+    from hgresearch import sweep as sweep_module
+    from hgresearch.runfolder import is_finished, read_server_metrics, read_summary
+
+    monkeypatch.setattr(sweep_module, "VLLMServer", _StandInServer)
+    monkeypatch.setattr(_StandInServer, "starts", [])
+    model = tmp_path / "model"
+    model.mkdir()
+    spec = {"name": "t", "out_dir": str(tmp_path / "out"), "qps": ["inf"], "repeats": 2,
+            "warmup_requests": 0,
+            "bench": {"num_prompts": 4, "telemetry": False, "idle_baseline_s": 0,
+                      "workload": {"kind": "random", "input_len": 8, "output_len": 4}},
+            "servers": [{"server": {"model": str(model)}, "label": "a"}]}
+    messages: list[str] = []
+    statuses = run_sweep(parse_sweep(spec), echo=messages.append)
+    assert [s["status"] for s in statuses] == ["ok", "ok"], statuses
+    for status in statuses:
+        run_dir = Path(status["run_dir"])
+        assert is_finished(run_dir) and read_summary(run_dir)["completed"] == 4
+        assert read_server_metrics(run_dir)["available"] is False  # no /metrics to scrape
+        assert (run_dir / "server.log").is_file()
+    assert len((tmp_path / "out" / "_sweep" / "status.jsonl").read_text().splitlines()) == 2
+    assert messages[-1].startswith("sweep t: 2 ok, 0 failed, 0 skipped")
+    again = run_sweep(parse_sweep(spec), resume=True, echo=messages.append)
+    assert [s["status"] for s in again] == ["skipped", "skipped"]
+    assert _StandInServer.starts == ["model"]  # every run finished: no second server start
