@@ -241,3 +241,13 @@ class socket_closed_port:  # noqa: N801 - used as a context manager
 
     def __exit__(self, *exc) -> None:
         return None
+
+
+@pytest.mark.parametrize("point", ["qps1-rep0", "qps32-rep1"])
+def test_committed_summary_is_re_derived_byte_for_byte(point):
+    """summary.json is derived from the run folder's other files alone: the committed CPU
+    sweep's summaries come out of summarize_run_dir unchanged."""
+    run_dir = (Path(__file__).resolve().parents[1] / "data" / "raw" / "cpu-tiny"
+               / "tiny-llama-cpu" / "1xCPU" / point)
+    derived = json.dumps(summarize_run_dir(run_dir, write=False), indent=1) + "\n"
+    assert derived == (run_dir / "summary.json").read_text(encoding="utf-8")
