@@ -115,14 +115,8 @@ def sweep(
              "download; same speed; outputs are fixed-length anyway).")] = False,
 ) -> None:
     """Run a sweep: server configurations x QPS values x repeats (see docs/serving.md)."""
-    from hgresearch.sweep import (
-        apply_dummy_weights,
-        is_finished,
-        load_sweep,
-        qps_label,
-        run_points,
-        run_sweep,
-    )
+    from hgresearch.runfolder import is_finished
+    from hgresearch.sweep import apply_dummy_weights, load_sweep, qps_label, run_points, run_sweep
 
     plan = load_sweep(sweep_file)
     if dummy_weights:
