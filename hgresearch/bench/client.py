@@ -160,11 +160,17 @@ def _record(spec: RequestSpec, opts: ClientOptions, t_sent: int, t_done: int,
     if usage is not None and usage.get("completion_tokens") is not None:
         rec["usage_source"] = "server"
         rec["output_tokens"] = int(usage["completion_tokens"])
-        rec["prompt_tokens"] = int(usage.get("prompt_tokens") or spec.prompt_len)
     else:
         rec["usage_source"] = "client_events"
         rec["output_tokens"] = sum(sse.event_tok)
+    # The server's prompt count is kept as given, 0 included; only a missing one falls back to
+    # the client's estimate, and the record says which it is.
+    if usage is not None and usage.get("prompt_tokens") is not None:
+        rec["prompt_tokens"] = int(usage["prompt_tokens"])
+        rec["prompt_tokens_source"] = "server"
+    else:
         rec["prompt_tokens"] = spec.prompt_len
+        rec["prompt_tokens_source"] = "client_estimate"
     if error_class is None:
         if not sse.event_t:
             error_class, error = "stream_truncated", "no token received"
@@ -188,7 +194,8 @@ async def send_request(
 
     The record holds ``t_sent_ns``, ``t_first_token_ns``, ``t_last_token_ns``, ``t_done_ns``,
     ``event_t_ns``/``event_tokens`` (arrival and token count of every content event),
-    ``prompt_tokens``/``output_tokens`` (server usage when given), ``http_status``,
+    ``prompt_tokens``/``output_tokens`` (server usage when given; ``usage_source`` and
+    ``prompt_tokens_source`` say where each count came from), ``http_status``,
     ``success``, ``error_class``, ``error``.
     """
     pieces: list[tuple[int, bytes]] = []
