@@ -16,6 +16,7 @@ import pytest
 from fake_nvml import CONSTANT_TRACE, FakeNVML
 
 from hgresearch import telemetry
+from hgresearch.bench.options import OptionError
 from hgresearch.bench.runner import BenchConfig, run_benchmark, run_qps_sweep, summarize_run_dir
 from hgresearch.bench.testserver import ServerConfig, serve_in_subprocess, serve_in_thread
 from hgresearch.ingest import RUN_COLUMNS, read_runs
@@ -193,13 +194,32 @@ def test_timing_matches_the_servers_realized_delays(tmp_path):
     assert s["schedule_lag_p50_ms"] < 1.0
 
 
-@pytest.mark.parametrize("field,value", [("endpoint", "embeddings"), ("http_client", "curl"),
-                                         ("num_prompts", 0), ("base_url", "localhost:8000")])
-def test_bad_parameters_fail_before_writing(tmp_path, field, value):
+@pytest.mark.parametrize("field,value,option", [
+    ("endpoint", "embeddings", "--endpoint"), ("http_client", "curl", "--http-client"),
+    ("arrival", "poisson-ish", "--arrival"), ("num_prompts", 0, "--num-prompts"),
+    ("base_url", "localhost:8000", "--base-url"), ("timeout_s", 0.0, "--timeout-s"),
+    ("timeout_s", math.inf, "--timeout-s"), ("request_rate_qps", -1.0, "--qps"),
+    ("warmup_requests", -1, "--warmup"), ("burstiness", 0.0, "--burstiness"),
+    ("max_concurrency", 0, "--max-concurrency"), ("seed", -1, "--seed"),
+    ("workload", {"kind": "random", "input_len": -5}, "--workload"),
+    ("workload", {"kind": "random", "output_len": 0}, "--workload"),
+    ("workload", {"kind": "sharegpt", "path": "/no/such/file.json"}, "--workload"),
+    ("goodput_slo_ms", {"ttft": -1}, "--goodput"), ("tokenizer", "/no/such/tok", "--tokenizer"),
+    ("replicas", 0, "--replicas"), ("tensor_parallel_size", 0, "--tp"),
+    ("idle_baseline_s", -1.0, "--idle-baseline-s"), ("telemetry_hz", 0.0, "--telemetry-hz"),
+])
+def test_bad_parameters_fail_before_writing(tmp_path, field, value, option):
     cfg = _config("http://127.0.0.1:9", **{field: value})
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(OptionError) as err:
         run_benchmark(cfg, tmp_path / "run", progress=False)
+    assert str(err.value).startswith(option + ": ") and err.value.field == field
+    assert "\n" not in str(err.value)
     assert not (tmp_path / "run").exists()
+    # A sweep checks every point before the first starts (the rate is the sweep's own).
+    with pytest.raises(OptionError):
+        run_qps_sweep(cfg, [1.0, value if field == "request_rate_qps" else 2.0],
+                      tmp_path / "sweep", progress=False)
+    assert not (tmp_path / "sweep").exists()
 
 
 def test_concurrency_cap_is_respected_and_its_wait_is_not_schedule_lag(tmp_path):

@@ -253,13 +253,25 @@ def make_session(pool_size: int, read_bufsize: int = 1 << 20) -> aiohttp.ClientS
 
 
 async def get_json(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
-                   timeout_s: float = 10.0) -> Any:
-    """GET ``url`` as JSON, or ``{"error": ...}`` (server info is best-effort)."""
+                   timeout_s: float = 10.0, secrets: tuple[str, ...] = ()) -> Any:
+    """GET ``url`` as JSON (server info is best-effort: this never raises).
+
+    A non-200 answer gives ``{"error": "HTTP <status>: <body excerpt>", "status": ...}``; no
+    answer at all (refused, dropped, or nothing within ``timeout_s``) gives ``{"error": ...,
+    "no_answer": True}`` plus ``"timed_out": True`` for the timeout. Secrets are scrubbed.
+    """
     try:
         async with session.get(url, headers=headers,
                                timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
-                return {"error": f"HTTP {resp.status}"}
+                body = (await resp.read()).decode(errors="replace")[:ERROR_TEXT_CHARS]
+                return {"error": scrub(f"HTTP {resp.status}: {body}", secrets),
+                        "status": resp.status}
             return await resp.json(content_type=None)
-    except Exception as err:  # noqa: BLE001
-        return {"error": f"{type(err).__name__}"}
+    except TimeoutError:
+        return {"error": f"no answer within {timeout_s:g} s", "no_answer": True,
+                "timed_out": True}
+    except (aiohttp.ClientConnectionError, ConnectionError) as err:
+        return {"error": scrub(f"{type(err).__name__}: {err}", secrets), "no_answer": True}
+    except Exception as err:  # noqa: BLE001 - e.g. a 200 answer that is not JSON
+        return {"error": scrub(f"{type(err).__name__}: {err}", secrets)[:ERROR_TEXT_CHARS]}

@@ -40,9 +40,10 @@ from hgresearch.bench.client import (
     send_request_fast,
 )
 from hgresearch.bench.fasthttp import FastPool
+from hgresearch.bench.options import validate_config
 from hgresearch.bench.schedule import DEFAULT_SPIN_NS, PAPER_QPS, arrival_offsets_ns, sleep_until_ns
 from hgresearch.bench.workloads import RequestSpec, build_requests
-from hgresearch.errors import HgResearchError
+from hgresearch.errors import HgResearchError, InputError
 from hgresearch.runfolder import (
     BENCH_FILES,
     CONFIG_FILE,
@@ -60,15 +61,50 @@ from hgresearch.runfolder import (
     write_summary,
 )
 
-#: Config fields that define which requests a run sends; a resume must not change them.
-IDENTITY_FIELDS = ("base_url", "model", "endpoint", "request_rate_qps", "num_prompts",
-                   "burstiness", "arrival", "workload", "seed", "tokenizer", "ignore_eos")
+#: Config fields a resumed run may change (where the API key is read from); any other change
+#: would mix two measurements in one run folder, so a resume refuses it.
+RESUME_MAY_DIFFER = ("api_key_env",)
+
+#: Upper bound (s) on the wait for ``/v1/models`` and ``/version`` before a run. These answer
+#: from the server's memory, in milliseconds even under full load; a server that cannot answer
+#: them in this time cannot be measured, so the preflight does not wait the (long) per-request
+#: ``timeout_s`` — a shorter ``timeout_s`` is honoured.
+PREFLIGHT_TIMEOUT_S = 30.0
+#: How often the preflight says it is still waiting.
+PREFLIGHT_TICK_S = 5.0
+#: Most characters of a server's answer quoted in an error message.
+ANSWER_EXCERPT_CHARS = 200
 
 
-class ServerUnreachable(HgResearchError, RuntimeError):
-    """Neither ``/v1/models`` nor the warm-up request got an answer: nothing to measure."""
+class ServerUnusable(InputError):
+    """The server answered, but cannot serve this configuration (wrong model name, base URL,
+    API key, or a failed warm-up): nothing useful can be measured. The message says what the
+    server answered and what to change. An :class:`InputError`, so the command line exits with
+    code 2 (the user must change an option or the server)."""
 
-    exit_code = 2
+
+class ServerUnreachable(ServerUnusable):
+    """No server answers at the base URL (connection refused, or accepted without an answer
+    within the preflight timeout)."""
+
+
+class PointsFailed(HgResearchError, RuntimeError):
+    """Every request of one or more measured points failed for a reason that is not the
+    configuration (e.g. all timed out): the points are recorded, the sweep went on; the
+    command line exits with code 1. ``failed`` holds those points' summaries."""
+
+    exit_code = 1
+
+    def __init__(self, failed: list[dict[str, Any]]) -> None:
+        self.failed = failed
+        points = "; ".join(f"qps {s.get('request_rate')}: all {s.get('sent')} requests failed "
+                           f"({_error_counts(s)})" for s in failed)
+        super().__init__(f"{points}; their run folders are kept")
+
+
+def _error_counts(summary: dict[str, Any]) -> str:
+    errors = summary.get("errors") or {}
+    return ", ".join(f"{n} {name}" for name, n in errors.items()) or "no error class"
 
 
 @dataclass
@@ -216,19 +252,31 @@ class _Progress:
             self._bar.close()
 
 
+def _api_key(config: BenchConfig) -> str:
+    """The API key from the environment variable the config names ("" when none)."""
+    return os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+
+
+def _request_headers(config: BenchConfig) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Headers of every request, and the secrets to scrub from anything written."""
+    key = _api_key(config)
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers, ((key,) if key else ())
+
+
 async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
                  warmup: list[RequestSpec], writer: RecordWriter, segment: int,
-                 server_info: dict[str, Any] | None, set_phase: Any,
-                 progress: _Progress) -> dict[str, Any] | None:
+                 server_info: dict[str, Any], set_phase: Any,
+                 progress: _Progress, echo: Any) -> None:
+    """Warm up (and stop if the server cannot serve: :func:`check_warmup`), then send ``todo``
+    on its schedule, writing each record as it finishes."""
     opts = ClientOptions(base_url=config.base_url, model=config.model,
                          endpoint=config.endpoint, timeout_s=config.timeout_s,
                          ignore_eos=config.ignore_eos,
                          continuous_usage=config.continuous_usage, extra_body=config.extra_body)
-    key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    secrets = (key,) if key else ()
+    headers, secrets = _request_headers(config)
     fast = config.http_client == "fast"
     path = "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
     fast_pool = FastPool(config.base_url) if fast else None
@@ -246,22 +294,22 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
     payloads = {spec.index: prepare(spec) for spec, _ in todo}
     pool = config.max_concurrency or max(len(todo), 1)
     async with make_session(pool) as session:
-        if server_info is None:
-            base = config.base_url.rstrip("/")
-            server_info = {"models": await get_json(session, base + "/v1/models", headers),
-                           "version": await get_json(session, base + "/version", headers)}
         warm_records = []
         set_phase("warmup")  # keeps warm-up load out of the idle baseline
+        if warmup:
+            echo(f"warm-up: {len(warmup)} request(s) to {opts.url} (timeout "
+                 f"{config.timeout_s:g} s each) ...")
         for spec in warmup:
             rec = await send(session, spec, prepare(spec))
             rec.update(warmup=True, segment=segment)
             writer.write(rec)
             warm_records.append(rec)
-        unreachable = "error" in (server_info.get("models") or {})
-        if warm_records and unreachable and all(
-                r["error_class"] == "connection_dropped" for r in warm_records):
-            raise ServerUnreachable(f"no server answers at {config.base_url}: "
-                                    f"{warm_records[-1]['error']}")
+        try:
+            check_warmup(config, server_info, warm_records)
+        except ServerUnusable:
+            if fast_pool is not None:
+                fast_pool.close()
+            raise
         set_phase("run")
         sem = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         # No garbage-collector pauses while sending: a full collection can stall the loop for
@@ -299,7 +347,6 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             gc.unfreeze()
             if fast_pool is not None:
                 fast_pool.close()
-    return server_info
 
 
 def _run_coroutine(coro: Any) -> Any:
@@ -319,64 +366,76 @@ def _process_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _validate(config: BenchConfig) -> None:
-    """Fail before anything is written when a parameter cannot work."""
-    if config.endpoint not in ("completions", "chat"):
-        raise ValueError(f"endpoint must be 'completions' or 'chat', got {config.endpoint!r}")
-    if config.http_client not in ("fast", "aiohttp"):
-        raise ValueError(f"http_client must be 'fast' or 'aiohttp', got {config.http_client!r}")
-    if config.num_prompts < 1:
-        raise ValueError(f"num_prompts must be >= 1, got {config.num_prompts}")
-    if config.max_concurrency is not None and config.max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be >= 1, got {config.max_concurrency}")
-    if not config.base_url.startswith(("http://", "https://")):
-        raise ValueError(f"base_url must start with http:// or https://, got {config.base_url!r}")
+# --- the steps of run_benchmark, in order --------------------------------------------------
 
 
-def _check_resume(config: BenchConfig, stored: dict[str, Any], path: Path) -> None:
+@dataclass
+class _Earlier:
+    """What an existing run folder already holds (read without writing anything)."""
+
+    done: set[int]                       # indices of measured requests with a record
+    segment: int                         # number of the segment this run adds
+    stored: dict[str, Any] | None        # its config.json, when it holds measured records
+
+    @property
+    def fresh(self) -> bool:
+        """Nothing measured yet: the folder is begun afresh."""
+        return not self.done
+
+
+def config_differences(stored: dict[str, Any], config: BenchConfig) -> list[str]:
+    """Fields of ``config`` that differ from a saved run's config (``config.json``'s
+    ``config``), as ``"seed (run has 0, asked 9)"``; :data:`RESUME_MAY_DIFFER` is ignored."""
+    saved = BenchConfig.from_json(stored).to_json()
     new = config.to_json()
-    for name in IDENTITY_FIELDS:
-        if stored.get(name) != new.get(name):
-            raise ValueError(f"{path}: cannot resume with a different '{name}' "
-                             f"(run has {stored.get(name)!r}, asked {new.get(name)!r})")
+    return [f"{name} (run has {saved.get(name)!r}, asked {new.get(name)!r})"
+            for name in new if name not in RESUME_MAY_DIFFER and saved.get(name) != new.get(name)]
 
 
-def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
-                  progress: bool = True, server_info: dict[str, Any] | None = None
-                  ) -> dict[str, Any]:
-    """Run one benchmark point and write the run folder; returns the summary dict.
+def check_resume(config: BenchConfig, run_dir: Path) -> None:
+    """Refuse to resume (or to skip as finished) a run folder saved with another config,
+    listing every differing field."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        return
+    stored = read_config(run_dir)
+    differences = config_differences(stored["config"], config)
+    if differences:
+        raise InputError("cannot resume a run with different parameters: "
+                         + "; ".join(differences)
+                         + "; pass the saved values or choose a new folder", file=str(path))
 
-    Args:
-        config: the point's parameters.
-        run_dir: the run folder (created). It must not hold records unless ``resume``.
-        resume: continue a killed run: requests with a record are not sent again.
-        progress: show the live progress bar on stderr.
-        server_info: the server's ``/v1/models`` and ``/version`` answers when the caller has
-            them (else they are fetched).
-    """
-    _validate(config)
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    jsonl = run_dir / REQUESTS_FILE
-    config_path = run_dir / CONFIG_FILE
-    repair(jsonl)
-    records = read_records(jsonl)
-    has_records = any(not r.get("warmup") for r in records)
-    if has_records and not resume:
+
+def _read_earlier(config: BenchConfig, run_dir: Path, resume: bool) -> _Earlier:
+    """Step 2: what the folder already holds. Records need ``resume``, and a resume must keep
+    the saved parameters. A folder without measured records (e.g. a start that found no
+    server) is begun afresh."""
+    records = read_records(run_dir / REQUESTS_FILE)  # drops a truncated last line
+    measured = [r for r in records if not r.get("warmup")]
+    if measured and not resume:
         raise FileExistsError(f"{run_dir} already holds request records; resume it "
                               "(--resume) or choose a new folder")
-    if not has_records:
-        # Nothing measured yet (e.g. a start that found no server): begin afresh.
-        for name in BENCH_FILES:
-            (run_dir / name).unlink(missing_ok=True)
-        records = []
-    stored: dict[str, Any] | None = None
-    if config_path.exists():
-        stored = read_config(run_dir)
-        _check_resume(config, stored["config"], config_path)
-    done = {r["index"] for r in records if not r.get("warmup")}
-    segment = 1 + max((int(r.get("segment") or 0) for r in records), default=-1)
+    if not measured:
+        return _Earlier(done=set(), segment=0, stored=None)
+    check_resume(config, run_dir)
+    stored = read_config(run_dir) if (run_dir / CONFIG_FILE).exists() else None
+    return _Earlier(done={r["index"] for r in measured},
+                    segment=1 + max((int(r.get("segment") or 0) for r in records), default=-1),
+                    stored=stored)
 
+
+@dataclass
+class _Plan:
+    """The requests this run sends: ``todo`` (spec, offset from the segment start in ns)."""
+
+    todo: list[tuple[RequestSpec, int]]
+    warmup: list[RequestSpec]
+
+
+def _plan_requests(config: BenchConfig, done: set[int]) -> _Plan:
+    """Step 3: the workload and its arrival schedule, both fixed by the seed; requests with a
+    record are left out (their relative order and spacing are kept). A resumed run does not
+    warm up again."""
     specs = build_requests(config.workload, config.num_prompts, seed=config.seed,
                            tokenizer=config.tokenizer)
     offsets = arrival_offsets_ns(config.num_prompts, config.request_rate_qps,
@@ -387,16 +446,140 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
     todo = [(specs[i], int(offsets[i]) - base) for i in todo_idx]
     warm = [] if done else build_requests(config.workload, config.warmup_requests,
                                           seed=config.seed + 1, tokenizer=config.tokenizer)
+    return _Plan(todo=todo, warmup=warm)
 
+
+def _answered(answer: Any) -> bool:
+    """Whether a preflight answer came from the server (any HTTP status)."""
+    return not (isinstance(answer, dict) and answer.get("no_answer"))
+
+
+def preflight(config: BenchConfig, *, echo: Any = None,
+              tick_s: float = PREFLIGHT_TICK_S) -> dict[str, Any]:
+    """Step 4: ask the server for ``/v1/models`` and ``/version`` (recorded in config.json).
+
+    Each waits at most ``min(timeout_s, PREFLIGHT_TIMEOUT_S)`` and says every ``tick_s`` that
+    it is still waiting. Raises :class:`ServerUnreachable` when ``/v1/models`` gets no answer
+    at all (connection refused, or accepted but silent) — before anything is written. Any HTTP
+    answer, an error status included, is kept for :func:`diagnose` after the warm-up.
+    """
+    echo = echo or (lambda message: None)
+    bound_s = min(config.timeout_s, PREFLIGHT_TIMEOUT_S)
+    headers, secrets = _request_headers(config)
+    base = config.base_url.rstrip("/")
+
+    async def ask() -> dict[str, Any]:
+        answers: dict[str, Any] = {}
+        async with make_session(2) as session:
+            for key, path in (("models", "/v1/models"), ("version", "/version")):
+                started = time.monotonic()
+                task = asyncio.ensure_future(get_json(session, base + path, headers, bound_s,
+                                                      secrets))
+                while not (await asyncio.wait({task}, timeout=tick_s))[0]:
+                    echo(f"waiting for the server's answer to GET {path} ... "
+                         f"({time.monotonic() - started:.0f} s of at most {bound_s:g} s)")
+                answers[key] = task.result()
+                if key == "models" and not _answered(answers[key]):
+                    break  # /version would wait just as long for nothing
+        return answers
+
+    answers = _run_coroutine(ask())
+    models = answers["models"]
+    if not _answered(models):
+        hint = "start the server or fix --base-url"
+        if models.get("timed_out"):
+            hint = ("the connection was accepted but nothing came back: is the server still "
+                    "starting, or stuck?")
+            if bound_s < PREFLIGHT_TIMEOUT_S:
+                hint += " (raise --timeout-s to wait longer)"
+        raise ServerUnreachable(f"no server answers at {config.base_url}: GET /v1/models: "
+                                f"{models['error']}; {hint}")
+    return answers
+
+
+def served_models(server_info: dict[str, Any] | None) -> list[str]:
+    """Model ids in the server's ``/v1/models`` answer (empty when unknown)."""
+    info = server_info or {}
+    answer = info.get("models") or info.get("models_endpoint")
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list):
+        return []
+    return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+
+
+def diagnose(config: BenchConfig, server_info: dict[str, Any] | None,
+             failed: list[dict[str, Any]]) -> tuple[str, bool]:
+    """Why requests that all failed did: ``(message, is_configuration)``.
+
+    The message quotes what the server answered (status and body excerpt) and says what to
+    change. ``is_configuration`` is True when no request of this configuration can succeed
+    (no server, HTTP 401/403, 404, an unknown model name), False for failures that may be the
+    load's (timeouts, cut streams, server errors).
+    """
+    first = failed[0]
+    answer = str(first.get("error") or first.get("error_class"))[:ANSWER_EXCERPT_CHARS]
+    status = first.get("http_status")
+    models = served_models(server_info)
+    path = "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
+    if all(r.get("error_class") == "connection_dropped" and r.get("http_status") is None
+           for r in failed):
+        return f"no server answers at {config.base_url}: {answer}", True
+    if status in (401, 403):
+        if not _api_key(config):
+            advice = (f"the server wants an API key: put it in the environment variable "
+                      f"{config.api_key_env or 'OPENAI_API_KEY'} (see --api-key-env)")
+        else:
+            advice = (f"the server refused the API key in ${config.api_key_env}: check it "
+                      "(--api-key-env names the variable)")
+        return f"the server answered {answer}; {advice}", True
+    if config.base_url.rstrip("/").endswith("/v1") and status in (404, 405):
+        return (f"the server answered {answer}; drop the trailing /v1 from --base-url "
+                f"(requests go to {config.base_url.rstrip('/')}{path})"), True
+    if models and config.model not in models and status in (400, 404):
+        return (f"the server answered {answer}; it serves models {models}: pass "
+                f"--model {models[0]}"), True
+    if status == 404:
+        return (f"the server answered {answer}; no {path} at {config.base_url}: check "
+                "--base-url and --endpoint"), True
+    if first.get("error_class") == "timeout":
+        return (f"{answer}; is the model still loading, or --timeout-s "
+                f"({config.timeout_s:g} s) too short?"), False
+    return f"the server answered {answer}", False
+
+
+def check_warmup(config: BenchConfig, server_info: dict[str, Any] | None,
+                 warm_records: list[dict[str, Any]]) -> None:
+    """Stop after the warm-up when every warm-up request failed: the server cannot serve this
+    configuration (raises :class:`ServerUnusable`, or :class:`ServerUnreachable`)."""
+    failed = [r for r in warm_records if not r["success"]]
+    if not warm_records or len(failed) < len(warm_records):
+        return
+    message, _ = diagnose(config, server_info, failed)
+    error = (ServerUnreachable if message.startswith("no server answers")
+             else ServerUnusable)
+    raise error(f"all {len(failed)} warm-up request(s) failed, nothing was measured: "
+                f"{message}")
+
+
+def _start_telemetry(config: BenchConfig, run_dir: Path) -> tuple[Any, bool]:
+    """Step 6: the NVML sampler (its inventory names the GPUs); whether it samples."""
     from hgresearch.telemetry import Sampler
 
     sampler = Sampler(run_dir / TELEMETRY_FILE, hz=config.telemetry_hz)
     available = config.telemetry and sampler.start()
     if config.telemetry and not available:
         warnings.warn(f"telemetry unavailable ({sampler.reason}); energy fields will be "
-                      "missing", stacklevel=2)
+                      "missing", stacklevel=3)
+    return sampler, bool(available)
+
+
+def _write_config(config: BenchConfig, run_dir: Path, earlier: _Earlier, sampler: Any,
+                  available: bool, server_info: dict[str, Any] | None,
+                  plan: _Plan) -> dict[str, Any]:
+    """Step 7: config.json — parameters, versions, host, hardware, server answers — with this
+    segment appended (a resumed run keeps what it saved first)."""
     gpu_name, gpu_count = _resolve_hardware(config, sampler.inventory)
-    meta = stored or {
+    meta = earlier.stored or {
         "config": config.to_json(),
         "date": datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
         "hgresearch_version": __version__,
@@ -408,42 +591,138 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
         "gpu_name": gpu_name,
         "gpu_count": gpu_count,
         "gpu_inventory": sampler.inventory,
-        "telemetry_available": bool(available),
+        "telemetry_available": available,
         "telemetry_reason": sampler.reason,
         "server_info": server_info,
         "segments": [],
     }
-    meta["segments"].append({"segment": segment, "started_utc":
+    meta["segments"].append({"segment": earlier.segment, "started_utc":
                              datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
-                             "requests_to_send": len(todo)})
+                             "requests_to_send": len(plan.todo)})
     write_config(run_dir, meta)
+    return meta
 
-    if todo:
-        if available and config.idle_baseline_s > 0:
-            time.sleep(config.idle_baseline_s)  # idle baseline, phase "idle"
-        bar = _Progress(len(todo), progress)
-        writer = RecordWriter(jsonl)
-        cpu_start = _process_cpu_s()
-        try:
-            info = _run_coroutine(_drive(config, todo, warm, writer, segment, server_info,
-                                         sampler.set_phase, bar))
-        finally:
-            writer.close()
-            bar.close()
-            if available:
-                sampler.stop()
-        # The client's own CPU time while sending (a self-check of client overhead).
-        meta["segments"][-1]["client_cpu_s"] = _process_cpu_s() - cpu_start
+
+def _measure(config: BenchConfig, plan: _Plan, jsonl: Path, segment: int,
+             server_info: dict[str, Any], sampler: Any, available: bool, progress: bool,
+             echo: Any) -> float:
+    """Step 8: idle baseline, warm-up, then the measured requests (records appended to
+    requests.jsonl as they finish); stops the sampler. Returns the client's CPU seconds."""
+    if available and config.idle_baseline_s > 0:
+        time.sleep(config.idle_baseline_s)  # idle baseline, phase "idle"
+    bar = _Progress(len(plan.todo), progress)
+    writer = RecordWriter(jsonl)
+    cpu_start = _process_cpu_s()
+    try:
+        _run_coroutine(_drive(config, plan.todo, plan.warmup, writer, segment, server_info,
+                              sampler.set_phase, bar, echo))
+    finally:
+        writer.close()
+        bar.close()
+        if available:
+            sampler.stop()
+    # The client's own CPU time while sending (a self-check of client overhead).
+    return _process_cpu_s() - cpu_start
+
+
+def _check_outcome(config: BenchConfig, run_dir: Path, summary: dict[str, Any],
+                   server_info: dict[str, Any] | None) -> None:
+    """Step 10: say what a finished point means. A client that fell behind is warned about;
+    a point where every request failed for a configuration reason raises
+    :class:`ServerUnusable` (its files stay); one that failed otherwise is warned about and
+    left to the caller (:func:`raise_for_failed_points`)."""
+    if summary.get("client_limited"):
+        warnings.warn(f"{run_dir}: schedule lag p99 {summary['schedule_lag_p99_ms']:.2f} ms > "
+                      "5 ms: the client could not keep up; the run is marked client-limited",
+                      stacklevel=3)
+    if not every_request_failed(summary):
+        return
+    failed = [r for r in read_records(run_dir / REQUESTS_FILE) if not r.get("warmup")]
+    message, configuration = diagnose(config, server_info, failed)
+    text = (f"{run_dir}: all {summary['sent']} measured requests failed "
+            f"({_error_counts(summary)}): {message}")
+    if configuration:
+        error = ServerUnreachable if message.startswith("no server answers") else ServerUnusable
+        raise error(text + "; the run folder is kept")
+    warnings.warn(text, stacklevel=3)
+
+
+def every_request_failed(summary: dict[str, Any]) -> bool:
+    """Whether a point sent requests and none succeeded."""
+    return bool(summary.get("sent")) and not summary.get("completed")
+
+
+def raise_for_failed_points(summaries: list[dict[str, Any]]) -> None:
+    """Raise :class:`PointsFailed` when any point's requests all failed (after a sweep went
+    on to its other points)."""
+    failed = [s for s in summaries if every_request_failed(s)]
+    if failed:
+        raise PointsFailed(failed)
+
+
+def _echo_for(progress: bool) -> Any:
+    """Where status lines go: stderr with the progress display, nowhere without."""
+    if not progress:
+        return lambda message: None
+    return lambda message: print(message, file=sys.stderr, flush=True)
+
+
+def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
+                  progress: bool = True, server_info: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """Run one benchmark point and write the run folder; returns the summary dict.
+
+    The steps, in order: check every parameter (:func:`~hgresearch.bench.options.
+    validate_config`); read what the folder holds (resume rules); plan the requests and their
+    schedule; ask the server (:func:`preflight`) — nothing is written before this point, so a
+    bad value or an absent server leaves no folder; prepare the folder; start telemetry; write
+    config.json; measure (idle baseline, warm-up checked by :func:`check_warmup`, requests);
+    summarize; check the outcome (:func:`_check_outcome`).
+
+    Args:
+        config: the point's parameters.
+        run_dir: the run folder (created). It must not hold records unless ``resume``.
+        resume: continue a killed run: requests with a record are not sent again.
+        progress: show the live progress bar and status lines on stderr.
+        server_info: the server's ``/v1/models`` and ``/version`` answers when the caller has
+            them (else :func:`preflight` asks).
+
+    Raises:
+        OptionError: a bad parameter (nothing written).
+        ServerUnreachable, ServerUnusable: the server cannot serve this configuration (see
+            :func:`check_warmup`, :func:`_check_outcome`); measured records stay.
+        FileExistsError, InputError: records exist without ``resume``, or a resume changes
+            parameters.
+    """
+    validate_config(config)
+    run_dir = Path(run_dir)
+    earlier = _read_earlier(config, run_dir, resume)
+    plan = _plan_requests(config, earlier.done)
+    echo = _echo_for(progress)
+    if server_info is None and plan.todo:
+        server_info = preflight(config, echo=echo)
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    jsonl = run_dir / REQUESTS_FILE
+    if earlier.fresh:
+        for name in BENCH_FILES:
+            (run_dir / name).unlink(missing_ok=True)
+    else:
+        repair(jsonl)  # cut a line truncated by a kill before appending
+    sampler, available = _start_telemetry(config, run_dir)
+    meta = _write_config(config, run_dir, earlier, sampler, available, server_info, plan)
+
+    if plan.todo:
+        meta["segments"][-1]["client_cpu_s"] = _measure(
+            config, plan, jsonl, earlier.segment, server_info or {}, sampler, available,
+            progress, echo)
         if meta.get("server_info") is None:
-            meta["server_info"] = info
+            meta["server_info"] = server_info
         write_config(run_dir, meta)
     elif available:
         sampler.stop()
     summary = summarize_run_dir(run_dir)
-    if summary.get("client_limited"):
-        warnings.warn(f"{run_dir}: schedule lag p99 {summary['schedule_lag_p99_ms']:.2f} ms > "
-                      "5 ms: the client could not keep up; the run is marked client-limited",
-                      stacklevel=2)
+    _check_outcome(config, run_dir, summary, server_info)
     return summary
 
 
@@ -566,19 +845,31 @@ def run_qps_sweep(config: BenchConfig, qps_values: list[float] | tuple[float, ..
                   ) -> list[dict[str, Any]]:
     """Run ``config`` at each request rate into ``out_dir/qps<rate>/``; returns the summaries.
 
-    With ``resume``, finished points (summary.json present and every request recorded) are
-    read back, a partial point continues where it stopped, the rest run normally.
+    Every point's parameters are checked before the first one starts, and the server is asked
+    (:func:`preflight`) once, before the first point that sends. With ``resume``, finished
+    points (summary.json present and every request recorded) are read back — after checking
+    that they were run with the same parameters — a partial point continues where it stopped,
+    the rest run normally.
+
+    A point whose requests all failed is kept and the sweep goes on (check the result with
+    :func:`raise_for_failed_points`), unless the failure is the configuration's: then
+    :class:`ServerUnusable` stops the sweep (finished points stay).
     """
     out_dir = Path(out_dir)
+    points = [(dataclasses.replace(config, request_rate_qps=float(rate)),
+               out_dir / run_dir_name(float(rate))) for rate in qps_values]
+    for point, _ in points:
+        validate_config(point)
     summaries = []
-    for rate in qps_values:
-        point = dataclasses.replace(config, request_rate_qps=float(rate))
-        run_dir = out_dir / run_dir_name(float(rate))
+    for point, run_dir in points:
         if resume and is_finished(run_dir):
             old = read_summary(run_dir)
             if old.get("sent") == point.num_prompts:
+                check_resume(point, run_dir)
                 summaries.append(old)
                 continue
+        if server_info is None:
+            server_info = preflight(point, echo=_echo_for(progress))
         summaries.append(run_benchmark(point, run_dir, resume=resume, progress=progress,
                                        server_info=server_info))
     return summaries

@@ -5,7 +5,9 @@ semantics) with a configured time to first token and inter-event delay, optional
 tokens per event, answers ``/v1/models`` and ``/version``, honours
 ``stream_options.include_usage`` / ``continuous_usage_stats``, and injects faults at given
 rates: HTTP 500, hangs past the client's timeout, disconnects mid-stream, malformed SSE lines,
-streams cut before ``[DONE]``, and short outputs. Event times are absolute from the request's
+streams cut before ``[DONE]``, and short outputs. It can also behave like servers that cannot
+work: a wrong API key (401, as vLLM's ``--api-key``), an unknown model name (404 with vLLM's
+message, ``strict_model``), an unknown route (404), or never answering (``silent``). Event times are absolute from the request's
 arrival (precise sleeping), and each event carries the server's send time (``server_t_ns``,
 same monotonic clock) so client timing bias can be measured. Real-server runs are elsewhere.
 
@@ -51,7 +53,9 @@ class ServerConfig:
     truncate_rate: float = 0.0       # stream ends without [DONE]
     short_rate: float = 0.0          # stops early with finish_reason "stop"
     hang_s: float = 30.0
-    api_key: str | None = None       # when set, requests need "Authorization: Bearer <key>"
+    api_key: str | None = None       # when set, /v1 routes need "Authorization: Bearer <key>"
+    strict_model: bool = False       # 404 (as vLLM) for a request naming another model
+    silent: bool = False             # accept connections, read requests, never answer
     echo_auth: bool = False          # error bodies echo the Authorization header (worst case)
     seed: int = 0
     precise: bool = True             # microsecond event timing (timer thread + short spin)
@@ -170,6 +174,15 @@ class _Server:
     async def handle(self, conn: _Conn, method: str, path: str, headers: dict[str, str],
                      body: bytes, t0: int) -> None:
         cfg = self.cfg
+        if cfg.silent:
+            await asyncio.Event().wait()  # until the server stops (its tasks are cancelled)
+        auth = headers.get("authorization", "")
+        if cfg.api_key is not None and path.startswith("/v1/") and \
+                auth != f"Bearer {cfg.api_key}":
+            if method == "POST":
+                self.count += 1
+            conn.write_json(401, {"error": "Unauthorized"})
+            return
         if method == "GET" and path == "/v1/models":
             conn.write_json(200, {"object": "list", "data": [
                 {"id": cfg.model, "object": "model", "owned_by": "hgresearch-testserver"}]})
@@ -181,11 +194,12 @@ class _Server:
             conn.write_json(404, {"error": f"no route {method} {path}"})
             return
         self.count += 1
-        auth = headers.get("authorization", "")
-        if cfg.api_key is not None and auth != f"Bearer {cfg.api_key}":
-            conn.write_json(401, {"error": "unauthorized"})
-            return
         request = json.loads(body or b"{}")
+        if cfg.strict_model and request.get("model") != cfg.model:
+            conn.write_json(404, {"object": "error", "type": "NotFoundError", "code": 404,
+                                  "message": f"The model `{request.get('model')}` does not "
+                                             "exist."})
+            return
         chat = path.endswith("chat/completions")
         prompt = (request["messages"][-1]["content"] if chat else request.get("prompt")) or ""
         prompt_tokens = len(str(prompt).split())

@@ -239,16 +239,111 @@ def parse_workload(text: str) -> dict[str, Any]:
     return spec
 
 
-def build_requests(spec: dict[str, Any], n: int, *, seed: int = 0,
-                   tokenizer: str | Path | None = None) -> list[RequestSpec]:
-    """``n`` requests of workload ``spec`` (``{"kind": ..., params}``), indices 0..n-1.
+#: Keys each workload kind takes besides ``kind`` (anything else is a typo to report).
+WORKLOAD_KEYS = {
+    "random": ("input_len", "output_len", "range_ratio", "prefix_len"),
+    "sharegpt": ("path", "output_len"),
+    "jsonl": ("path", "shuffle"),
+    "synthetic": ("input", "output"),
+}
+#: Parameters of each length distribution of a synthetic workload (besides min/max).
+DIST_PARAMS = {"constant": ("value",), "uniform": ("low", "high"), "normal": ("mean", "std"),
+               "lognormal": ("median", "sigma"), "exponential": ("mean",)}
 
-    Sources with fewer valid entries than ``n`` are cycled in their (shuffled) order.
-    """
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        bool(np.isfinite(value))
+
+
+def _check_dist(kind: str, side: str, dist: Any) -> None:
+    where = f"{kind} workload: {side}"
+    if not isinstance(dist, dict):
+        raise InputError(f"{where} must be a mapping like {{\"dist\": \"constant\", "
+                         f"\"value\": 128}}, got {dist!r}", field="workload")
+    name = dist.get("dist", "constant")
+    if name not in DIST_PARAMS:
+        raise InputError(f"{where}: unknown distribution {name!r}; expected one of "
+                         f"{sorted(DIST_PARAMS)}", field="workload")
+    allowed = ("dist", "min", "max", *DIST_PARAMS[name])
+    for key in dist:
+        if key not in allowed:
+            raise InputError(f"{where}: unknown key {key!r} for {name}; expected "
+                             f"{', '.join(allowed)}", field="workload")
+    for key in DIST_PARAMS[name]:
+        if not _is_number(dist.get(key)):
+            raise InputError(f"{where}: {name} needs a number {key!r}, got "
+                             f"{dist.get(key)!r}", field="workload")
+    lo, hi = dist.get("min", 1), dist.get("max", 1 << 20)
+    if not _is_int(lo) or lo < 1 or not _is_int(hi) or hi < lo:
+        raise InputError(f"{where}: min and max must be integers with 1 <= min <= max, got "
+                         f"min={lo!r}, max={hi!r}", field="workload")
+    bad = {"uniform": lambda d: d["low"] > d["high"], "normal": lambda d: d["std"] < 0,
+           "lognormal": lambda d: d["median"] <= 0 or d["sigma"] < 0,
+           "exponential": lambda d: d["mean"] <= 0}.get(name)
+    if bad is not None and bad(dist):
+        raise InputError(f"{where}: impossible {name} parameters {dist!r}", field="workload")
+
+
+def validate_workload(spec: Any) -> None:
+    """Check a workload spec before anything is sent or written: a known kind, only its keys,
+    lengths that are integers >= 1, an existing file. Raises :class:`InputError` (field
+    ``workload``) saying which key is wrong and what is expected."""
+    if not isinstance(spec, dict):
+        raise InputError(f"expected a mapping with 'kind', got {spec!r}", field="workload")
     kind = spec.get("kind")
     if kind not in WORKLOADS:
         raise InputError(f"unknown workload {kind!r}; expected one of {sorted(WORKLOADS)}",
                          field="workload")
+    for key in spec:
+        if key != "kind" and key not in WORKLOAD_KEYS[kind]:
+            raise InputError(f"{kind} workload: unknown key {key!r}; expected "
+                             f"{', '.join(WORKLOAD_KEYS[kind])}", field="workload")
+
+    def length(key: str, low: int, default: Any = None) -> None:
+        value = spec.get(key, default)
+        if value is not None and (not _is_int(value) or value < low):
+            raise InputError(f"{kind} workload: {key} must be an integer >= {low}, got "
+                             f"{value!r}", field="workload")
+
+    if kind == "random":
+        length("input_len", 1)
+        length("output_len", 1)
+        length("prefix_len", 0)
+        ratio = spec.get("range_ratio", 1.0)
+        if not _is_number(ratio) or not 0 <= ratio <= 1:
+            raise InputError(f"random workload: range_ratio must be a number in [0, 1], got "
+                             f"{ratio!r}", field="workload")
+    elif kind in ("sharegpt", "jsonl"):
+        path = spec.get("path")
+        if not isinstance(path, str) or not path:
+            raise InputError(f"{kind} workload: needs path=FILE", field="workload")
+        if not Path(path).is_file():
+            raise InputError(f"{kind} workload: no such file: {path}", field="workload")
+        if kind == "sharegpt":
+            length("output_len", 1)
+        elif not isinstance(spec.get("shuffle", False), bool):
+            raise InputError(f"jsonl workload: shuffle must be true or false, got "
+                             f"{spec['shuffle']!r}", field="workload")
+    else:
+        for side in ("input", "output"):
+            if side in spec:
+                _check_dist(kind, side, spec[side])
+
+
+def build_requests(spec: dict[str, Any], n: int, *, seed: int = 0,
+                   tokenizer: str | Path | None = None) -> list[RequestSpec]:
+    """``n`` requests of workload ``spec`` (``{"kind": ..., params}``), indices 0..n-1.
+
+    Sources with fewer valid entries than ``n`` are cycled in their (shuffled) order. The
+    spec is checked first (:func:`validate_workload`).
+    """
+    validate_workload(spec)
+    kind = spec["kind"]
     tok = load_tokenizer(tokenizer)
     rows = WORKLOADS[kind](spec, n, seed, tok)
     return [RequestSpec(i, *rows[i % len(rows)]) for i in range(n)]
