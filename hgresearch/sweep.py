@@ -440,7 +440,10 @@ def _serve_entry(sweep: Sweep, entry: SweepServer, pending: list[RunPoint], log:
 def _run_point(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMServer,
                log: _SweepLog, progress: bool) -> None:
     """One run on a started server, recorded ``ok`` or ``failed``; a failed run does not stop
-    the sweep (Ctrl-C and SIGTERM do)."""
+    the sweep (Ctrl-C and SIGTERM do); nor does a run whose requests all failed (its folder is
+    kept, its status is ``failed``)."""
+    from hgresearch.bench.runner import every_request_failed, failure_text
+
     start = time.monotonic()
     if not server.alive():
         log.note(point, "failed", 0.0, _write_error(
@@ -454,6 +457,10 @@ def _run_point(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMSe
     except Exception as err:  # noqa: BLE001 - recorded, sweep goes on
         log.note(point, "failed", time.monotonic() - start,
                  _write_error(point.run_dir, "run", err))
+        return
+    if every_request_failed(summary):  # kept, but not a result
+        log.note(point, "failed", time.monotonic() - start, failure_text(summary),
+                 summary=summary)
         return
     log.note(point, "ok", time.monotonic() - start, summary=summary)
 

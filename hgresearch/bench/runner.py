@@ -97,9 +97,13 @@ class PointsFailed(HgResearchError, RuntimeError):
 
     def __init__(self, failed: list[dict[str, Any]]) -> None:
         self.failed = failed
-        points = "; ".join(f"qps {s.get('request_rate')}: all {s.get('sent')} requests failed "
-                           f"({_error_counts(s)})" for s in failed)
+        points = "; ".join(f"qps {s.get('request_rate')}: {failure_text(s)}" for s in failed)
         super().__init__(f"{points}; their run folders are kept")
+
+
+def failure_text(summary: dict[str, Any]) -> str:
+    """``"all 200 requests failed (150 timeout, 50 http_error)"`` for a point's summary."""
+    return f"all {summary.get('sent')} requests failed ({_error_counts(summary)})"
 
 
 def _error_counts(summary: dict[str, Any]) -> str:
@@ -215,14 +219,19 @@ class _Progress:
 
     def __init__(self, total: int, enabled: bool) -> None:
         self.enabled = enabled
+        self.total = total
         self.sent = self.done = self.failed = self.tokens = 0
         self.start = time.monotonic()
         self._last = 0.0
         self._bar = None
-        if enabled:
+
+    def begin(self) -> None:
+        """Show the bar (after the warm-up, whose status lines would break it)."""
+        self.start = time.monotonic()
+        if self.enabled:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, file=sys.stderr, unit="req", mininterval=0.5,
+            self._bar = tqdm(total=self.total, file=sys.stderr, unit="req", mininterval=0.5,
                              dynamic_ncols=True)
 
     def on_sent(self) -> None:
@@ -311,6 +320,7 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
                 fast_pool.close()
             raise
         set_phase("run")
+        progress.begin()
         sem = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         # No garbage-collector pauses while sending: a full collection can stall the loop for
         # milliseconds (schedule lag, late timestamps); collect now and once after the run.
@@ -544,7 +554,7 @@ def diagnose(config: BenchConfig, server_info: dict[str, Any] | None,
     if first.get("error_class") == "timeout":
         return (f"{answer}; is the model still loading, or --timeout-s "
                 f"({config.timeout_s:g} s) too short?"), False
-    return f"the server answered {answer}", False
+    return f"the server answered {answer}; see the server's log", False
 
 
 def check_warmup(config: BenchConfig, server_info: dict[str, Any] | None,

@@ -7,9 +7,10 @@ tokens per event, answers ``/v1/models`` and ``/version``, honours
 rates: HTTP 500, hangs past the client's timeout, disconnects mid-stream, malformed SSE lines,
 streams cut before ``[DONE]``, and short outputs. It can also behave like servers that cannot
 work: a wrong API key (401, as vLLM's ``--api-key``), an unknown model name (404 with vLLM's
-message, ``strict_model``), an unknown route (404), or never answering (``silent``). Event times are absolute from the request's
-arrival (precise sleeping), and each event carries the server's send time (``server_t_ns``,
-same monotonic clock) so client timing bias can be measured. Real-server runs are elsewhere.
+message, ``strict_model``), an unknown route (404), or never answering (``silent``). Event
+times are absolute from the request's arrival (precise sleeping), and each event carries the
+server's send time (``server_t_ns``, same monotonic clock) so client timing bias can be
+measured. Real-server runs are elsewhere.
 
 Run it alone: ``python -m hgresearch.bench.testserver --port 8000 --ttft-ms 20 --itl-ms 5``.
 """
