@@ -7,34 +7,10 @@ from typing import Annotated
 
 import typer
 
+from hgresearch.bench.options import Arrival, Endpoint, HttpClient
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
 from hgresearch.cli.options import Resume, Seed, output_option
-
-
-def parse_qps(text: str) -> list[float]:
-    """``"32,16,8"`` -> ``[32.0, 16.0, 8.0]`` (``inf`` allowed)."""
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise typer.BadParameter(
-            f"expected comma-separated numbers or inf, got {text!r}") from None
-    if not values or any(not v > 0 for v in values):
-        raise typer.BadParameter(f"request rates must be > 0 (or inf), got {text!r}")
-    return values
-
-
-def parse_slo(text: str | None) -> dict[str, float] | None:
-    """``"ttft:500,tpot:50"`` -> ``{"ttft": 500.0, "tpot": 50.0}`` (milliseconds)."""
-    if not text:
-        return None
-    out = {}
-    for item in text.split(","):
-        key, _, value = item.partition(":")
-        if key.strip() not in ("ttft", "tpot", "e2el") or not value:
-            raise typer.BadParameter(f"expected ttft|tpot|e2el:<ms>, got {item!r}")
-        out[key.strip()] = float(value)
-    return out
 
 
 @command(app, "bench")
@@ -53,15 +29,19 @@ def bench(
         "\"sigma\":0.8},\"output\":{\"dist\":\"constant\",\"value\":128}}'."))]
     = "random:input_len=1024,output_len=128",
     dataset: Annotated[str | None, typer.Option(help="Dataset label in the summary.")] = None,
-    endpoint: Annotated[str, typer.Option(help="completions or chat.")] = "completions",
+    endpoint: Annotated[Endpoint, typer.Option(help="OpenAI API the requests go to.")]
+    = Endpoint.COMPLETIONS,
     seed: Seed = 0,
     burstiness: Annotated[float, typer.Option(help="Gamma shape; 1 = Poisson.")] = 1.0,
-    arrival: Annotated[str, typer.Option(help="gamma or constant.")] = "gamma",
+    arrival: Annotated[Arrival, typer.Option(help="Inter-arrival times: gamma (Poisson at "
+                                             "burstiness 1) or constant.")] = Arrival.GAMMA,
     max_concurrency: Annotated[int | None, typer.Option(help="Cap on requests in flight.")]
     = None,
     warmup: Annotated[int, typer.Option(help="Warm-up requests (not measured).")] = 1,
     tokenizer: Annotated[str | None, typer.Option(help="Local tokenizer path.")] = None,
-    timeout_s: Annotated[float, typer.Option(help="Per-request timeout (s).")] = 600.0,
+    timeout_s: Annotated[float, typer.Option(help="Per-request timeout (s); the server's "
+                                           "/v1/models and /version get at most 30 s of it.")]
+    = 600.0,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key "
                                              "(the key is never written).")]
     = "OPENAI_API_KEY",
@@ -80,28 +60,35 @@ def bench(
     telemetry: Annotated[bool, typer.Option(help="Sample NVML (if present).")] = True,
     idle_baseline_s: Annotated[float, typer.Option(help="Idle power baseline before each "
                                                    "point (s).")] = 5.0,
-    http_client: Annotated[str, typer.Option(help="fast (protocol-level, default) or aiohttp.")]
-    = "fast",
+    http_client: Annotated[HttpClient, typer.Option(help="HTTP engine: fast (protocol-level) "
+                                                    "or aiohttp.")] = HttpClient.FAST,
     output: Annotated[Path, output_option("Sweep folder; each rate gets qps<rate>/.")]
     = Path("runs/bench"),
     resume: Resume = False,
     progress: Annotated[bool, typer.Option(help="Live progress bar.")] = True,
 ) -> None:
-    """Benchmark a server at each request rate; writes one run folder per rate."""
-    from hgresearch.bench.runner import BenchConfig, run_qps_sweep
-    from hgresearch.bench.workloads import parse_workload
+    """Benchmark a server at each request rate; writes one run folder per rate.
 
-    spec = parse_workload(workload)
+    Every option is checked before anything is written (a bad value: exit 2, no folder). A
+    server that cannot serve this configuration (no answer, wrong --model, --base-url ending in
+    /v1, API key refused, failed warm-up) stops the run after the warm-up: exit 2, with the
+    server's answer and what to change. A point where every request failed for another reason
+    is kept and the other points run; the exit code is then 1.
+    """
+    from hgresearch.bench.options import parse_goodput, parse_qps, parse_workload_option
+    from hgresearch.bench.runner import BenchConfig, raise_for_failed_points, run_qps_sweep
+
+    rates = parse_qps(qps)
     config = BenchConfig(
-        base_url=base_url, model=model, endpoint=endpoint, num_prompts=num_prompts,
-        burstiness=burstiness, arrival=arrival, max_concurrency=max_concurrency,
-        warmup_requests=warmup, workload=spec, dataset=dataset, seed=seed,
-        tokenizer=tokenizer, timeout_s=timeout_s, api_key_env=api_key_env,
+        base_url=base_url, model=model, endpoint=endpoint.value, num_prompts=num_prompts,
+        burstiness=burstiness, arrival=arrival.value, max_concurrency=max_concurrency,
+        warmup_requests=warmup, workload=parse_workload_option(workload), dataset=dataset,
+        seed=seed, tokenizer=tokenizer, timeout_s=timeout_s, api_key_env=api_key_env,
         gpu_name=gpu_name, gpu_count=gpu_count, tensor_parallel_size=tensor_parallel_size,
         replicas=replicas, price_usd_per_gpu_h=price_usd_per_gpu_h, telemetry=telemetry,
-        idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_slo(goodput),
-        http_client=http_client)
-    summaries = run_qps_sweep(config, parse_qps(qps), output, resume=resume, progress=progress)
+        idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_goodput(goodput),
+        http_client=http_client.value)
+    summaries = run_qps_sweep(config, rates, output, resume=resume, progress=progress)
     for s in summaries:
         ttft = s.get("median_ttft_ms")
         typer.echo(
@@ -111,3 +98,4 @@ def bench(
             f"{s['schedule_lag_p99_ms']:.2f} ms" + (" [client-limited]"
                                                   if s["client_limited"] else ""))
     typer.echo(f"run folders in {output}")
+    raise_for_failed_points(summaries)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,12 +13,20 @@ from hgresearch.cli.errors import command
 from hgresearch.cli.options import Seed, SkipBadLines, output_option
 
 
+class TdpAssumption(StrEnum):
+    """The TDP behind the TDP energy model (``hgresearch.energy.tdp_per_gpu_w``'s ``tdp``)."""
+
+    PAPER = "paper"          # the paper's 700 W for the H100 PCIe
+    DATASHEET = "datasheet"  # data/hardware.csv's tdp_w (350 W for the H100 PCIe)
+
+
 @command(app, "energy")
 def energy(
     paths: Annotated[list[Path], typer.Argument(
         help="hgresearch run folders (or folders of them) and/or vLLM result files.")],
-    tdp: Annotated[str, typer.Option(help="TDP assumption: 'paper' (H100 PCIe 700 W) or "
-                                          "'datasheet' (350 W).")] = "paper",
+    tdp: Annotated[TdpAssumption, typer.Option(help="TDP assumption: paper (H100 PCIe 700 W) "
+                                                    "or datasheet (350 W).")]
+    = TdpAssumption.PAPER,
     grid_g_per_kwh: Annotated[float, typer.Option(help="Grid intensity, g CO2 per kWh.")]
     = 242.0,
     seed: Seed = 0,
@@ -38,7 +47,7 @@ def energy(
     folders = [p for p in paths if not p.is_file()]
     runs = read_runs(files + run_summaries(folders),
                      on_error="skip" if skip_bad_lines else "raise")
-    table = energy_per_run(runs, tdp=tdp, grid_g_per_kwh=grid_g_per_kwh, seed=seed)
+    table = energy_per_run(runs, tdp=tdp.value, grid_g_per_kwh=grid_g_per_kwh, seed=seed)
     for row in table.itertuples():
         name = Path(row.run_dir).name if isinstance(row.run_dir, str) else row.run_id
         line = (f"{name}  {row.hardware} @ {row.request_rate_qps:g} QPS: "
