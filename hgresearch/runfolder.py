@@ -68,6 +68,7 @@ REQUEST_COLUMNS = [
     "index", "warmup", "segment", "segment_start_ns", "t_scheduled_ns", "t_sent_ns",
     "cap_wait_ns", "t_first_token_ns", "t_last_token_ns", "t_done_ns",
     "prompt_tokens", "output_tokens", "expected_output_tokens", "usage_source",
+    "prompt_tokens_source",
     "http_status", "success", "error_class", "error", "event_t_ns", "event_tokens",
     "ttft_ms", "e2el_ms", "tpot_ms", "schedule_lag_ms", "ttft_from_scheduled_ms",
     "e2el_from_scheduled_ms",
