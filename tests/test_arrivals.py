@@ -49,3 +49,16 @@ def test_vllm085_gaps_edge_cases():
         arrivals.vllm085_arrival_gaps_s(0.0, 3)
     with pytest.raises(ValueError):
         arrivals.vllm085_arrival_gaps_s(1.0, 3, burstiness=0.0)
+
+
+def test_reference_runs_last_at_least_the_regenerated_schedule(reference_runs):
+    """vLLM's measured duration includes all 200 sleeps (the last one after the last send),
+    so no paper run can be shorter than the sum of the regenerated gaps at its rate; at 1 QPS
+    the shortest run exceeds it by less than a request's latency."""
+    gaps = arrivals.vllm085_arrival_gaps_s(1.0, 200, seed=42)
+    runs = reference_runs[reference_runs.num_prompts == 200]
+    assert len(runs) > 100
+    all_gaps_s = gaps.sum() / runs.request_rate_qps
+    assert (runs.duration_s >= all_gaps_s).all()
+    one_qps = runs[runs.request_rate_qps == 1.0]
+    assert 0 < (one_qps.duration_s - all_gaps_s[one_qps.index]).min() < 1.0
