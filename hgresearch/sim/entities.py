@@ -60,6 +60,7 @@ class SimRequest:
     num_computed: int = 0
     #: Output tokens generated so far (valid while waiting or prefilling).
     num_generated: int = 0
+    #: KV blocks held (valid while prefilling; a decode's are counted from its tokens).
     num_blocks: int = 0
     #: Admission order (larger = admitted later); running order is admission order.
     rank: int = 0
