@@ -5,8 +5,8 @@ Layout after Vidur: :mod:`~hgresearch.sim.entities` (replica config, requests),
 scheduling of one engine step), :mod:`~hgresearch.sim.step_time` (how long a step takes),
 :mod:`~hgresearch.sim.capacity` (KV blocks and roofline from the catalogs) and
 :mod:`~hgresearch.sim.simulator` (the event loop and the requests table). Plain Python and
-numpy; reads only the catalogs and never the measurement side (``hgresearch.bench``) beyond
-the requests table's definition. See docs/simulator.md.
+numpy; reads the catalogs and the run-folder layer's requests-table definition, never the
+measurement side (``hgresearch.bench``). See docs/simulator.md.
 """
 
 from hgresearch.sim.capacity import (

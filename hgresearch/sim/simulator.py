@@ -132,7 +132,7 @@ def run_replica(config: ReplicaConfig, step_model: StepTimeModel, requests: list
 
 def requests_frame(run: ReplicaRun) -> pd.DataFrame:
     """The requests table of a simulated run: the measured table's columns
-    (:func:`~hgresearch.bench.records.requests_table` derives TTFT/E2EL/TPOT the same way),
+    (:func:`~hgresearch.runfolder.requests_table` derives TTFT/E2EL/TPOT the same way),
     plus ``source`` (``"simulated"``) and ``num_preemptions``.
 
     Times are ns from the first send (t = 0); the simulated client sends exactly on time
