@@ -131,11 +131,16 @@ def test_bad_input_names_the_request_and_field():
     with pytest.raises(InputError, match="differ in length"):
         simulate_replica(config, model, [0.0, 1.0], [5], [5])
     with pytest.raises(InputError, match="request 1") as err:
-        simulate_replica(config, model, [0.0, 1.0], [5, 150], [5, 20])  # 170 > 160 tokens
+        simulate_replica(config, model, [0.0, 1.0], [5, 150], [5, 12])  # 161 > 160 tokens
     assert err.value.field == "output_tokens" and err.value.line == 2
+    # Exactly the whole cache fits (the last token's KV is never needed) and finishes.
+    assert simulate_replica(config, model, [0.0], [150], [11]).output_tokens.tolist() == [11]
     with pytest.raises(InputError) as err:
         simulate_replica(config, model, [0.0, -1.0], [5, 5], [5, 5])
     assert err.value.field == "arrivals_s"
     with pytest.raises(InputError) as err:
         simulate_replica(config, model, [0.0], [0], [5])
     assert err.value.field == "prompt_tokens"
+    with pytest.raises(InputError) as err:
+        simulate_replica(config, model, [0.0], [5], [2.5])
+    assert err.value.field == "output_tokens"

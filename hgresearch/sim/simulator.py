@@ -16,7 +16,7 @@ from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.scheduler import VllmV1Scheduler
 from hgresearch.sim.step_time import StepTimeModel
 
-#: ``source`` of every row a simulation writes (measured runs: ``measured``).
+#: ``source`` of every row of a simulated requests table.
 SIMULATED = "simulated"
 
 
@@ -48,22 +48,24 @@ def make_requests(
     """Validated :class:`SimRequest` objects, in input order (index = position).
 
     Raises :class:`InputError` naming the request (``line`` = its 1-based position) for a
-    length mismatch, a negative or non-finite arrival, a prompt < 1 or output < 1 token, or a
-    request whose prompt + output tokens cannot fit the replica's whole KV cache (vLLM
-    rejects such requests; here it would never finish).
+    length mismatch, a negative or non-finite arrival, a prompt or output that is not an
+    integer >= 1, or a request whose KV (prompt + output - 1 tokens: the last token is never
+    fed back) exceeds the replica's whole KV cache (vLLM refuses a ``max_model_len`` that
+    large; here the request would never finish).
     """
     arrivals = np.asarray(arrivals_s, dtype="float64")
-    prompts = np.asarray(prompt_tokens)
-    outputs = np.asarray(output_tokens)
+    prompts = np.asarray(prompt_tokens, dtype="float64")
+    outputs = np.asarray(output_tokens, dtype="float64")
     if not len(arrivals) == len(prompts) == len(outputs):
         raise InputError(f"arrivals ({len(arrivals)}), prompt_tokens ({len(prompts)}) and "
                          f"output_tokens ({len(outputs)}) differ in length")
+    capacity = config.kv_capacity_tokens
     checks = (
         ("arrivals_s", ~np.isfinite(arrivals) | (arrivals < 0), "a finite time >= 0"),
-        ("prompt_tokens", prompts < 1, "an integer >= 1"),
-        ("output_tokens", outputs < 1, "an integer >= 1"),
-        ("output_tokens", prompts + outputs > config.kv_capacity_tokens,
-         f"prompt + output <= the KV capacity ({config.kv_capacity_tokens} tokens)"),
+        ("prompt_tokens", ~(prompts >= 1) | (prompts != np.round(prompts)), "an integer >= 1"),
+        ("output_tokens", ~(outputs >= 1) | (outputs != np.round(outputs)), "an integer >= 1"),
+        ("output_tokens", prompts + outputs - 1 > capacity,
+         f"prompt + output - 1 <= the KV capacity ({capacity} tokens)"),
     )
     for field, bad, expected in checks:
         if bad.any():
