@@ -23,7 +23,9 @@ ANALYSIS = sorted(
     | {f"hgresearch.models.{p.stem}" for p in (PACKAGE / "models").glob("*.py")
        if p.stem not in ("__init__", "cli")}
     | {f"hgresearch.figures.{p.stem}" for p in (PACKAGE / "figures").glob("*.py")
-       if p.stem != "__init__"})
+       if p.stem != "__init__"}
+    # The simulator (predict layer) and the arrival schedules it shares with the bench.
+    | {"hgresearch.arrivals"} | {f"hgresearch.sim.{p.stem}" for p in (PACKAGE / "sim").glob("*.py")})
 FORBIDDEN = ("hgresearch.bench", "hgresearch.telemetry", "pynvml")
 
 

@@ -1,5 +1,8 @@
 """Arrival schedules: absolute send offsets precomputed from a seed, and precise sleeping.
 
+The schedule itself (:func:`arrival_offsets_ns`, :data:`PAPER_QPS`) is defined in
+:mod:`hgresearch.arrivals` (shared with the simulator) and re-exported here.
+
 vLLM's client draws each inter-arrival gap while it runs and sleeps *relative* intervals (with
 asyncio's millisecond-resolution timers), so every delay of the event loop shifts all later
 requests. We draw the whole schedule up front as
@@ -16,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import math
 import threading
 import time
 
-import numpy as np
+from hgresearch.arrivals import PAPER_QPS, arrival_offsets_ns
 
-#: The paper's request rates (req/s), in the order it ran them.
-PAPER_QPS = (32.0, 16.0, 8.0, 4.0, 1.0)
+__all__ = ["DEFAULT_SPIN_NS", "PAPER_QPS", "PreciseTimer", "arrival_offsets_ns",
+           "precise_timer", "sleep_until_ns"]
 
 #: How long before a deadline :func:`sleep_until_ns` stops waiting on the timer thread and
 #: yields to the event loop in a tight loop instead (the last stretch, for microsecond accuracy).
@@ -90,39 +92,6 @@ def precise_timer() -> PreciseTimer:
         if _TIMER is None:
             _TIMER = PreciseTimer()
         return _TIMER
-
-
-def arrival_offsets_ns(
-    n: int, rate_qps: float, *, burstiness: float = 1.0, seed: int = 0,
-    kind: str = "gamma",
-) -> np.ndarray:
-    """Send offsets (ns from the run start, int64, non-decreasing) of ``n`` requests.
-
-    Args:
-        n: number of requests.
-        rate_qps: mean request rate; ``math.inf`` sends all at offset 0.
-        burstiness: gamma shape (1 = Poisson; < 1 burstier, > 1 more regular).
-        seed: seed of the gap generator (same seed -> same schedule).
-        kind: ``"gamma"`` (Poisson when burstiness is 1) or ``"constant"``.
-    """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if not rate_qps > 0:
-        raise ValueError(f"request rate must be > 0 (or inf), got {rate_qps}")
-    if math.isinf(rate_qps):
-        return np.zeros(n, dtype=np.int64)
-    if kind == "constant":
-        gaps = np.full(n, 1.0 / rate_qps)
-    elif kind in ("gamma", "poisson"):
-        if not burstiness > 0:
-            raise ValueError(f"burstiness must be > 0, got {burstiness}")
-        rng = np.random.default_rng(seed)
-        gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate_qps * burstiness), size=n)
-    else:
-        raise ValueError(f"schedule kind must be 'gamma', 'poisson' or 'constant', got {kind!r}")
-    # The first request goes at offset 0, like vLLM (which sleeps after each send).
-    offsets = np.concatenate([[0.0], np.cumsum(gaps[:-1])]) if n else np.zeros(0)
-    return np.round(offsets * 1e9).astype(np.int64)
 
 
 async def sleep_until_ns(deadline_ns: int, spin_ns: int = DEFAULT_SPIN_NS) -> None:

@@ -1,0 +1,42 @@
+"""Serving simulator (predict layer): one vLLM replica at iteration level, event-driven.
+
+Layout after Vidur: :mod:`~hgresearch.sim.entities` (replica config, requests),
+:mod:`~hgresearch.sim.events` (the event heap), :mod:`~hgresearch.sim.scheduler` (vLLM V1's
+scheduling of one engine step), :mod:`~hgresearch.sim.step_time` (how long a step takes),
+:mod:`~hgresearch.sim.capacity` (KV blocks and roofline from the catalogs) and
+:mod:`~hgresearch.sim.simulator` (the event loop and the requests table). Plain Python and
+numpy; reads the catalogs and the run-folder layer's requests-table definition, never the
+measurement side (``hgresearch.bench``). See docs/simulator.md.
+"""
+
+from hgresearch.sim.capacity import (
+    kv_bytes_per_token,
+    num_kv_blocks_from_memory,
+    replica_config_from_catalogs,
+    roofline_floor_from_catalogs,
+    weights_bytes,
+)
+from hgresearch.sim.entities import ReplicaConfig, SimRequest
+from hgresearch.sim.scheduler import VllmV1Scheduler
+from hgresearch.sim.simulator import (
+    SIMULATED,
+    ReplicaRun,
+    make_requests,
+    requests_frame,
+    run_replica,
+    simulate_replica,
+)
+from hgresearch.sim.step_time import (
+    ConstantStepTimeModel,
+    LinearStepTimeModel,
+    RooflineFloor,
+    StepTimeModel,
+)
+
+__all__ = [
+    "SIMULATED", "ConstantStepTimeModel", "LinearStepTimeModel", "ReplicaConfig", "ReplicaRun",
+    "RooflineFloor", "SimRequest", "StepTimeModel", "VllmV1Scheduler", "kv_bytes_per_token",
+    "make_requests", "num_kv_blocks_from_memory", "replica_config_from_catalogs",
+    "requests_frame", "roofline_floor_from_catalogs", "run_replica", "simulate_replica",
+    "weights_bytes",
+]
