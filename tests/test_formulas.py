@@ -18,6 +18,7 @@ from energy_fixtures import make_run_folder
 
 from hgresearch import carbon, costs, energy, ingest, keys, metrics
 from hgresearch.models import common
+from hgresearch.models.audit import comparison_rows
 from hgresearch.models.capacity import Schedule
 from hgresearch.models.fit import fit_models
 from hgresearch.models.slo import Slo, operating_curves, slo_capacity_table
@@ -119,6 +120,25 @@ def test_replicas_double_the_cost_of_the_models():
         2 * curve_one.cost_usd_per_1m_tok.to_numpy())
 
 
+def test_replicas_double_the_cost_at_fitted_capacity_in_the_audit():
+    runs = pd.DataFrame({"model": "m", "gpu_name": ["RTX-4090", "H100-PCIe"], "gpu_count": 1,
+                         "request_rate_qps": 1.0, "total_token_throughput_tok_per_s": 100.0,
+                         "cost_usd_per_1m_tok": 1.0})
+
+    def fitted(replicas_4090: int) -> pd.Series:
+        capacity = pd.DataFrame({"model": "m", "gpu_name": ["RTX-4090", "H100-PCIe"],
+                                 "gpu_count": 1, "replicas": [replicas_4090, 1],
+                                 "capacity_tok_per_s": [1000.0, 2000.0]})
+        table = comparison_rows(runs, capacity)
+        return table[table.definition == "fitted capacity"].iloc[0]
+
+    one, two = fitted(1), fitted(2)
+    # $0.25/h at 1000 tok/s = 3.6M tok/h
+    assert one.cost_usd_per_1m_tok_4090 == pytest.approx(0.25 / 3.6)
+    assert two.cost_usd_per_1m_tok_4090 == pytest.approx(2 * one.cost_usd_per_1m_tok_4090)
+    assert two.cost_usd_per_1m_tok_h100 == one.cost_usd_per_1m_tok_h100
+
+
 # --- energy and carbon ----------------------------------------------------------------------
 
 def test_energy_table_uses_the_energy_formulas_and_counts_replicas():
@@ -210,7 +230,7 @@ def test_sweep_folder_name_is_the_hardware_label():
 
 #: (pattern, the one module allowed to contain it, what it would be a copy of)
 ONE_DEFINITION = [
-    (r"\b3600(\.0)?\b|3\.6e6", "units.py", "seconds per hour / joules per kWh"),
+    (r"\b3600(\.0)?\b|3\.6e6|3\.6e-3", "units.py", "seconds per hour / joules per kWh"),
     (r"SECONDS_PER_HOUR\s*=|J_PER_KWH\s*=|TOKENS_PER_MILLION\s*=", "units.py", "unit constant"),
     (r"\.integers\(0,\s*\w+,\s*size=\(", "metrics.py", "bootstrap resampling"),
     (r"np\.quantile\(", "metrics.py", "percentile interval"),
@@ -221,6 +241,7 @@ ONE_DEFINITION = [
     (r"\} x \(", "keys.py", "replicated hardware label"),
     (r"gpu_count \* \w*\.?replicas", "keys.py",
      "GPUs of every replica"),
+    (r"gpu_count\w* \* \w*price", "", "hourly cost"),
     (r"/ *\(\w*\.?\w*tok\w* */ *1e6\)", "", "cost or carbon per 1M tokens"),
 ]
 
