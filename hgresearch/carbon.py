@@ -23,7 +23,10 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.catalogs import read_catalog
+from hgresearch.energy import g_co2_per_1m_tok, kwh_per_1m_tok, tokens_per_kwh_of_energy
 from hgresearch.errors import InputError
+from hgresearch.keys import total_gpus
+from hgresearch.units import TOKENS_PER_MILLION, tokens_per_h
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 
@@ -111,8 +114,8 @@ def amortised_g_per_1m_tok(embodied_kg: float, tok_per_s: float, lifetime_years:
     ``tok_per_s``)."""
     if lifetime_years <= 0 or not 0 < utilisation <= 1:
         raise ValueError("lifetime_years must be > 0 and utilisation in (0, 1]")
-    lifetime_tok = tok_per_s * 3600.0 * HOURS_PER_YEAR * lifetime_years * utilisation
-    return embodied_kg * 1000.0 / (lifetime_tok / 1e6)
+    lifetime_tok = tokens_per_h(tok_per_s) * HOURS_PER_YEAR * lifetime_years * utilisation
+    return embodied_kg * 1000.0 / (lifetime_tok / TOKENS_PER_MILLION)
 
 
 def configuration_carbon(configs: pd.DataFrame, regions: Iterable[str] | None = None,
@@ -138,9 +141,11 @@ def configuration_carbon(configs: pd.DataFrame, regions: Iterable[str] | None = 
         grid = grid.set_index("region").loc[regions].reset_index()
     rows = []
     for config in configs.itertuples():
-        kwh_per_1m = getattr(config, energy_column) * 1e6 / 3.6e6
-        gpus = config.gpu_count * config.replicas
-        kg = embodied_kg_per_gpu(config.gpu_name, embodied_bound, include_host) * gpus
+        energy_per_tok_j = getattr(config, energy_column)
+        kwh_per_1m = kwh_per_1m_tok(energy_per_tok_j)
+        tok_per_kwh = tokens_per_kwh_of_energy(1.0, energy_per_tok_j)
+        kg = (embodied_kg_per_gpu(config.gpu_name, embodied_bound, include_host)
+              * total_gpus(config.gpu_count, config.replicas))
         embodied_g = amortised_g_per_1m_tok(kg, config.total_token_throughput_tok_per_s,
                                             lifetime_years, utilisation)
         for scenario in scenarios:
@@ -148,7 +153,7 @@ def configuration_carbon(configs: pd.DataFrame, regions: Iterable[str] | None = 
                 raise KeyError(f"unknown scenario {scenario!r}; known: {sorted(SCENARIOS)}")
             sunk = gpu_class(config.gpu_name) in SCENARIOS[scenario]
             for region in grid.itertuples():
-                operational = region.g_co2_per_kwh * kwh_per_1m
+                operational = g_co2_per_1m_tok(tok_per_kwh, region.g_co2_per_kwh)
                 charged = 0.0 if sunk else embodied_g
                 rows.append({
                     "hardware": config.hardware, "gpu_name": config.gpu_name,

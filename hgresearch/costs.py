@@ -3,23 +3,40 @@ output tokens, tokens per dollar, under a price scenario from ``data/prices.csv`
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from hgresearch.catalogs import price_catalog
-
-SECONDS_PER_HOUR = 3600.0
-
-
-def run_cost_usd(duration_s: float, gpu_count: int, price_usd_per_gpu_h: float,
-                 replicas: int = 1) -> float:
-    """Rental cost of a run: every GPU of every replica billed for the run's duration."""
-    return duration_s / SECONDS_PER_HOUR * gpu_count * replicas * price_usd_per_gpu_h
+from hgresearch.keys import total_gpus
+from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Number, tokens_per_h
 
 
-def cost_per_million_tok_usd(cost_usd: float, tokens: float) -> float:
-    """Cost divided by tokens in millions (NaN when there are no tokens)."""
-    return cost_usd / (tokens / 1e6) if tokens else float("nan")
+def gpu_hours(duration_s: Number, gpu_count: Number, replicas: Number = 1) -> Number:
+    """GPU-hours billed for a run: every GPU of every replica for the run's duration."""
+    return duration_s / SECONDS_PER_HOUR * total_gpus(gpu_count, replicas)
+
+
+def hourly_cost_usd(gpu_count: Number, price_usd_per_gpu_h: Number,
+                    replicas: Number = 1) -> Number:
+    """Rental cost per hour of a configuration: every GPU of every replica."""
+    return total_gpus(gpu_count, replicas) * price_usd_per_gpu_h
+
+
+def run_cost_usd(duration_s: Number, gpu_count: Number, price_usd_per_gpu_h: Number,
+                 replicas: Number = 1) -> Number:
+    """Rental cost of a run: :func:`gpu_hours` times the price per GPU-hour."""
+    return gpu_hours(duration_s, gpu_count, replicas) * price_usd_per_gpu_h
+
+
+def cost_per_million_tok_usd(cost_usd: Number, tokens: Number) -> Number:
+    """Cost divided by tokens in millions; NaN (never infinite) where there are no tokens."""
+    if isinstance(tokens, pd.Series):
+        return cost_usd / (tokens.replace(0, np.nan) / TOKENS_PER_MILLION)
+    if isinstance(tokens, np.ndarray):
+        return cost_usd / (np.where(tokens == 0, np.nan, tokens) / TOKENS_PER_MILLION)
+    return cost_usd / (tokens / TOKENS_PER_MILLION) if tokens else math.nan
 
 
 def add_costs(runs: pd.DataFrame, scenario: str = "alternative",
@@ -45,20 +62,21 @@ def add_costs(runs: pd.DataFrame, scenario: str = "alternative",
     out = runs.copy()
     out["price_scenario"] = scenario
     out["price_usd_per_gpu_h"] = out.gpu_name.map(price_map).astype(float)
-    gpu_hours = out.duration_s / SECONDS_PER_HOUR * out.gpu_count * out.replicas
-    out["gpu_hours"] = gpu_hours
-    out["cost_usd"] = gpu_hours * out.price_usd_per_gpu_h
+    out["gpu_hours"] = gpu_hours(out.duration_s, out.gpu_count, out.replicas)
+    out["cost_usd"] = run_cost_usd(out.duration_s, out.gpu_count, out.price_usd_per_gpu_h,
+                                   out.replicas)
     total_tok = out.total_input_tok + out.total_output_tok
-    out["cost_usd_per_1m_tok"] = out.cost_usd / (total_tok.replace(0, np.nan) / 1e6)
-    out["cost_usd_per_1m_output_tok"] = out.cost_usd / (
-        out.total_output_tok.replace(0, np.nan) / 1e6)
+    out["cost_usd_per_1m_tok"] = cost_per_million_tok_usd(out.cost_usd, total_tok)
+    out["cost_usd_per_1m_output_tok"] = cost_per_million_tok_usd(out.cost_usd,
+                                                                 out.total_output_tok)
     out["tok_per_usd"] = total_tok / out.cost_usd
     out["output_tok_per_usd"] = out.total_output_tok / out.cost_usd
     return out
 
 
-def cost_per_million_tok_at_rate_usd(tok_per_s: float, gpu_count: int,
-                                     price_usd_per_gpu_h: float, replicas: int = 1) -> float:
+def cost_per_million_tok_at_rate_usd(tok_per_s: Number, gpu_count: Number,
+                                     price_usd_per_gpu_h: Number, replicas: Number = 1
+                                     ) -> Number:
     """Cost per 1M tokens of a configuration kept busy at a sustained token rate."""
-    hourly = gpu_count * replicas * price_usd_per_gpu_h
-    return hourly / (tok_per_s * SECONDS_PER_HOUR / 1e6)
+    return cost_per_million_tok_usd(hourly_cost_usd(gpu_count, price_usd_per_gpu_h, replicas),
+                                    tokens_per_h(tok_per_s))

@@ -2,10 +2,11 @@
 
 1. **TDP model, exactly as the paper** (its Table 3): every GPU draws its full TDP for the
    whole run. Power of a configuration = GPU count x replicas x TDP; tokens per hour =
-   token throughput x 3600; tokens per kWh = tokens per hour / kWh per hour; g CO2 per 1M tokens
-   = grid intensity / (tokens per kWh / 1e6). The paper uses 700 W for the H100 PCIe (the SXM
-   figure; the PCIe board's limit is 350 W, see ``data/hardware.csv``) and 450 W for the
-   RTX 4090: ``tdp="paper"`` reproduces that, ``tdp="datasheet"`` uses the catalog's TDP.
+   token throughput x seconds per hour; tokens per kWh = tokens per hour / kWh per hour;
+   g CO2 per 1M tokens = grid intensity / (tokens per kWh / 1e6). The paper uses 700 W for the
+   H100 PCIe (the SXM figure; the PCIe board's limit is 350 W, see ``data/hardware.csv``) and
+   450 W for the RTX 4090: ``tdp="paper"`` reproduces that, ``tdp="datasheet"`` uses the
+   catalog's TDP.
 2. **Measured energy** from hgresearch run folders (``summary.json`` + ``telemetry.csv`` +
    ``requests.jsonl``, read with :mod:`hgresearch.runfolder`; see docs/measurement.md): NVML
    counter delta (or power integral) over the steady-state window, the idle baseline
@@ -34,6 +35,8 @@ import pandas as pd
 
 from hgresearch.catalogs import hardware_catalog, read_catalog
 from hgresearch.errors import InputError
+from hgresearch.keys import CONFIG_KEYS, hardware_label, total_gpus
+from hgresearch.metrics import bootstrap_intervals
 from hgresearch.runfolder import (
     SUMMARY_FILE,
     find_run_dirs,
@@ -41,9 +44,7 @@ from hgresearch.runfolder import (
     read_summary,
     read_telemetry,
 )
-
-SECONDS_PER_HOUR = 3600.0
-J_PER_KWH = 3.6e6
+from hgresearch.units import J_PER_KWH, TOKENS_PER_MILLION, Number, tokens_per_h
 
 #: TDP per GPU the paper assumed for its energy table (W). The H100 PCIe value is the paper's
 #: 700 W (the SXM module's TDP); the PCIe board's limit is 350 W (``tdp="datasheet"``).
@@ -81,24 +82,39 @@ def tdp_per_gpu_w(gpu_name: str, tdp: str = "paper",
     return float(row.tdp_w.iloc[0])
 
 
-def tokens_per_h(tok_per_s: float) -> float:
-    """Tokens per hour at a sustained token throughput."""
-    return tok_per_s * SECONDS_PER_HOUR
+def configuration_power_w(per_gpu_w: Number, gpu_count: Number, replicas: Number = 1) -> Number:
+    """Power of a configuration (W): every GPU of every replica at ``per_gpu_w``."""
+    return per_gpu_w * total_gpus(gpu_count, replicas)
 
 
-def kwh_per_h(power_w: float) -> float:
+def kwh_per_h(power_w: Number) -> Number:
     """Energy drawn in one hour (kWh) at a constant power (W)."""
     return power_w / 1000.0
 
 
-def tokens_per_kwh(tok_per_s: float, power_w: float) -> float:
+def tokens_per_kwh(tok_per_s: Number, power_w: Number) -> Number:
     """Tokens per kWh at a sustained throughput and a constant power."""
     return tokens_per_h(tok_per_s) / kwh_per_h(power_w)
 
 
-def g_co2_per_1m_tok(tok_per_kwh: float, grid_g_per_kwh: float) -> float:
+def tokens_per_kwh_of_energy(tokens: Number, energy_j: Number) -> Number:
+    """Tokens per kWh of ``tokens`` served with ``energy_j`` joules."""
+    return tokens / (energy_j / J_PER_KWH)
+
+
+def energy_per_tok_j(power_w: Number, tok_per_s: Number) -> Number:
+    """Energy per token (J) at a constant power and a sustained throughput."""
+    return power_w / tok_per_s
+
+
+def kwh_per_1m_tok(energy_per_tok_j: Number) -> Number:
+    """kWh per million tokens at an energy per token (J)."""
+    return energy_per_tok_j * TOKENS_PER_MILLION / J_PER_KWH
+
+
+def g_co2_per_1m_tok(tok_per_kwh: Number, grid_g_per_kwh: Number) -> Number:
     """Operational g CO2 per million tokens for a grid intensity (g CO2 per kWh)."""
-    return grid_g_per_kwh / (tok_per_kwh / 1e6)
+    return grid_g_per_kwh / (tok_per_kwh / TOKENS_PER_MILLION)
 
 
 def add_tdp_energy(runs: pd.DataFrame, tdp: str = "paper",
@@ -115,13 +131,14 @@ def add_tdp_energy(runs: pd.DataFrame, tdp: str = "paper",
     out["tdp_assumption"] = tdp
     per_gpu = {g: tdp_per_gpu_w(g, tdp, tdp_overrides) for g in out.gpu_name.unique()}
     out["tdp_per_gpu_w"] = out.gpu_name.map(per_gpu).astype(float)
-    out["tdp_power_w"] = out.tdp_per_gpu_w * out.gpu_count * out.replicas
+    out["tdp_power_w"] = configuration_power_w(out.tdp_per_gpu_w, out.gpu_count, out.replicas)
     out["tdp_energy_j"] = out.tdp_power_w * out.duration_s
-    out["tok_per_h"] = out.total_token_throughput_tok_per_s * SECONDS_PER_HOUR
-    out["tdp_kwh_per_h"] = out.tdp_power_w / 1000.0
-    out["tdp_tok_per_kwh"] = out.tok_per_h / out.tdp_kwh_per_h
-    out["tdp_energy_per_tok_j"] = out.tdp_power_w / out.total_token_throughput_tok_per_s
-    out["tdp_g_co2_per_1m_tok"] = grid_g_per_kwh / (out.tdp_tok_per_kwh / 1e6)
+    tok_per_s = out.total_token_throughput_tok_per_s
+    out["tok_per_h"] = tokens_per_h(tok_per_s)
+    out["tdp_kwh_per_h"] = kwh_per_h(out.tdp_power_w)
+    out["tdp_tok_per_kwh"] = tokens_per_kwh(tok_per_s, out.tdp_power_w)
+    out["tdp_energy_per_tok_j"] = energy_per_tok_j(out.tdp_power_w, tok_per_s)
+    out["tdp_g_co2_per_1m_tok"] = g_co2_per_1m_tok(out.tdp_tok_per_kwh, grid_g_per_kwh)
     return out
 
 
@@ -138,7 +155,8 @@ def pick_configurations(runs: pd.DataFrame, model: str,
                    & (runs.gpu_count == int(gpu_count)) & (runs.request_rate_qps == float(qps))
                    & (runs.replicas == 1)]
         if hit.empty:
-            raise KeyError(f"no run of {model} on {gpu_count}x {gpu_name} at {qps} QPS")
+            raise KeyError(f"no run of {model} on {hardware_label(gpu_name, gpu_count)} "
+                           f"at {qps} QPS")
         rows.append(hit)
     return pd.concat(rows, ignore_index=True)
 
@@ -161,9 +179,9 @@ def table3(runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
         "QPS": picked.request_rate_qps,
         "TDP per GPU (W)": picked.tdp_per_gpu_w,
         "Tokens/s": picked.total_token_throughput_tok_per_s,
-        "Tokens per hour (M)": picked.tok_per_h / 1e6,
+        "Tokens per hour (M)": picked.tok_per_h / TOKENS_PER_MILLION,
         "Energy per hour (kWh)": picked.tdp_kwh_per_h,
-        "Tokens per kWh (M)": picked.tdp_tok_per_kwh / 1e6,
+        "Tokens per kWh (M)": picked.tdp_tok_per_kwh / TOKENS_PER_MILLION,
         "g CO2 per 1M tokens": picked.tdp_g_co2_per_1m_tok,
     })
     table["Efficiency ratio"] = table["Tokens per kWh (M)"] / table["Tokens per kWh (M)"].min()
@@ -237,8 +255,7 @@ def load_fraction(runs: pd.DataFrame) -> pd.Series:
     """Load ``u`` in [0, 1] of each run: its token throughput over the highest token throughput
     of the same model on the same configuration among ``runs`` (the saturated point of the QPS
     sweep). A proxy for how busy the GPUs were: the reference runs have no utilisation data."""
-    keys = ["model", "gpu_name", "gpu_count", "tensor_parallel_size", "replicas"]
-    peak = runs.groupby(keys, dropna=False).total_token_throughput_tok_per_s.transform("max")
+    peak = runs.groupby(CONFIG_KEYS, dropna=False).total_token_throughput_tok_per_s.transform("max")
     return (runs.total_token_throughput_tok_per_s / peak).clip(0.0, 1.0)
 
 
@@ -267,7 +284,6 @@ def add_power_model(runs: pd.DataFrame, model: PowerModel | None = None,
     params = params.set_index("gpu_name")
     out = runs.copy()
     out["load_frac"] = load_fraction(out) if load is None else load.astype(float)
-    gpus = out.gpu_count * out.replicas
     bounds = {"low": ("p_idle_low_w", "p_max_low_w", model.lower_curve),
               "central": ("p_idle_w", "p_max_w", model.central_curve),
               "high": ("p_idle_high_w", "p_max_high_w", model.upper_curve)}
@@ -276,12 +292,12 @@ def add_power_model(runs: pd.DataFrame, model: PowerModel | None = None,
         idle = out.gpu_name.map(params[idle_col]).astype(float)
         peak = out.gpu_name.map(params[max_col]).astype(float)
         per_gpu = idle + (peak - idle) * LOAD_CURVES[curve](out.load_frac.to_numpy())
-        out[f"model_power_{bound}_w"] = per_gpu * gpus
-        out[f"model_tok_per_kwh_{bound}"] = (out.total_token_throughput_tok_per_s
-                                             * SECONDS_PER_HOUR
-                                             / (out[f"model_power_{bound}_w"] / 1000.0))
-        out[f"model_energy_per_tok_{bound}_j"] = (out[f"model_power_{bound}_w"]
-                                                  / out.total_token_throughput_tok_per_s)
+        power_w = configuration_power_w(per_gpu, out.gpu_count, out.replicas)
+        out[f"model_power_{bound}_w"] = power_w
+        out[f"model_tok_per_kwh_{bound}"] = tokens_per_kwh(out.total_token_throughput_tok_per_s,
+                                                           power_w)
+        out[f"model_energy_per_tok_{bound}_j"] = energy_per_tok_j(
+            power_w, out.total_token_throughput_tok_per_s)
     return out
 
 
@@ -440,7 +456,7 @@ def _per_token(energy_j: float, tokens: float, window_s: float,
                idle_w: float) -> dict[str, float]:
     """Energy per token, tokens per kWh, and the idle/dynamic split when idle power is known."""
     values = {"measured_energy_per_tok_j": energy_j / tokens,
-              "measured_tok_per_kwh": tokens / (energy_j / J_PER_KWH)}
+              "measured_tok_per_kwh": tokens_per_kwh_of_energy(tokens, energy_j)}
     if not math.isnan(idle_w):
         values["measured_idle_energy_j"] = idle_w * window_s
         values["measured_dynamic_energy_per_tok_j"] = (
@@ -473,16 +489,16 @@ def _block_bootstrap_ci(run: pd.DataFrame, requests: pd.DataFrame, start: float,
 
     block_energy = np.array([energy_between(a, b) for a, b in blocks])
     block_tok = np.array([tokens_in_window(requests, a, b) for a, b in blocks])
-    rng = np.random.default_rng(seed)
-    pick = rng.integers(0, len(block_energy), size=(n_boot, len(block_energy)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = block_energy[pick].sum(axis=1) / block_tok[pick].sum(axis=1)
-    ratios = ratios[np.isfinite(ratios)]
-    if not len(ratios):
+
+    def energy_per_tok(pick: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return block_energy[pick].sum(axis=1) / block_tok[pick].sum(axis=1)
+
+    [interval] = bootstrap_intervals(energy_per_tok, len(block_energy), n_boot, seed, confidence)
+    if interval is None:
         return {}
-    alpha = (1 - confidence) / 2
-    return {"measured_energy_per_tok_ci_low_j": float(np.quantile(ratios, alpha)),
-            "measured_energy_per_tok_ci_high_j": float(np.quantile(ratios, 1 - alpha)),
+    return {"measured_energy_per_tok_ci_low_j": interval[0],
+            "measured_energy_per_tok_ci_high_j": interval[1],
             "measured_ci_method": (f"block bootstrap, {len(block_energy)} blocks of "
                                    f"{block_s:.3g} s, {n_boot} resamples, seed {seed}")}
 
@@ -565,10 +581,11 @@ def add_measured_energy(runs: pd.DataFrame, tdp: str = "datasheet",
                 values["measured_window_tok"] = float(row.total_tok)
                 values["measured_mean_power_w"] = row.energy_j / row.duration_s
                 values["measured_energy_per_tok_j"] = row.energy_j / row.total_tok
-                values["measured_tok_per_kwh"] = row.total_tok / (row.energy_j / J_PER_KWH)
+                values["measured_tok_per_kwh"] = tokens_per_kwh_of_energy(row.total_tok,
+                                                                          row.energy_j)
         try:
-            tdp_power = tdp_per_gpu_w(row.gpu_name, tdp, tdp_overrides) * row.gpu_count \
-                * row.replicas
+            tdp_power = configuration_power_w(tdp_per_gpu_w(row.gpu_name, tdp, tdp_overrides),
+                                              row.gpu_count, row.replicas)
         except KeyError:
             tdp_power = math.nan
         values["measured_to_tdp_ratio"] = values["measured_mean_power_w"] / tdp_power

@@ -29,6 +29,7 @@ import pandas as pd
 
 from hgresearch.catalogs import normalize_gpu_name
 from hgresearch.errors import InputError
+from hgresearch.keys import POINT_KEYS, hardware_label
 
 FILENAME_PATTERN = re.compile(
     r"^(?P<backend>[A-Za-z0-9-]+)_(?P<num_prompts>\d+)prompts(?P<qps>[0-9.]+|inf)qps_"
@@ -72,11 +73,6 @@ RUN_COLUMNS = [
     *[f"{stat}_{metric}_ms" for metric in LATENCY_METRICS for stat in STATS],
     "energy_j", "energy_source", "idle_power_w", "client_limited", "run_dir",
 ]
-
-#: Identity of an operating point; runs sharing it are repeats.
-POINT_KEYS = ["model", "dataset", "gpu_name", "gpu_count", "tensor_parallel_size", "replicas",
-              "num_prompts", "request_rate_qps", "burstiness", "max_concurrency"]
-
 
 @dataclass(frozen=True)
 class SkippedLine:
@@ -212,12 +208,6 @@ def parse_record(record: dict[str, Any], *, file: str, line: int) -> dict[str, A
     row["total_tok"] = row["total_input_tok"] + row["total_output_tok"]
     row["hardware"] = hardware_label(gpu_name, gpu_count, row["replicas"])
     return row
-
-
-def hardware_label(gpu_name: str, gpu_count: int, replicas: int = 1) -> str:
-    """Human label of a configuration: ``1x H100-PCIe``, ``4 x (2x RTX-4090)``."""
-    label = f"{gpu_count}x {gpu_name}"
-    return label if replicas == 1 else f"{replicas} x ({label})"
 
 
 def _check_filename(row: dict[str, Any], meta: dict[str, Any], *, file: str, line: int) -> None:

@@ -21,6 +21,7 @@ confidence intervals. See docs/measurement.md for the glossary against vLLM/guid
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -97,45 +98,73 @@ def steady_window_ns(requests: pd.DataFrame, fraction: float = 0.1) -> tuple[int
     return (start, end) if end > start else None
 
 
-def _ci(samples: np.ndarray) -> list[float] | None:
-    samples = samples[~np.isnan(samples)]
+def percentile_interval(samples: np.ndarray, confidence: float = CI_LEVEL
+                        ) -> list[float] | None:
+    """[low, high]: the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the
+    finite ``samples`` (None when none is finite)."""
+    samples = np.asarray(samples, dtype="float64")
+    samples = samples[np.isfinite(samples)]
     if samples.size == 0:
         return None
-    alpha = (1 - CI_LEVEL) / 2
+    alpha = (1 - confidence) / 2
     return [float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha))]
+
+
+def bootstrap_intervals(statistic: Callable[[np.ndarray], np.ndarray], n: int, reps: int,
+                        seed: int | np.random.Generator = 0, confidence: float = CI_LEVEL
+                        ) -> list[list[float] | None]:
+    """Seeded percentile bootstrap over ``n`` resampling units (requests, time blocks, bins).
+
+    Draws ``reps`` resamples of the units with replacement as one ``(reps, n)`` matrix of unit
+    indices (so a seed gives the same resamples whatever the statistic) and passes it to
+    ``statistic``, which returns one value per resample (shape ``(reps,)``) or several
+    statistics at once (``(k, reps)``, e.g. three percentiles). Returns, per statistic, its
+    :func:`percentile_interval`. ``seed`` may be a generator to continue a stream of draws.
+    """
+    rng = np.random.default_rng(seed)
+    values = np.asarray(statistic(rng.integers(0, n, size=(reps, n))), dtype="float64")
+    return [percentile_interval(row, confidence) for row in values.reshape(-1, reps)]
 
 
 def bootstrap_cis(ok: pd.DataFrame, window: tuple[int, int] | None, *, reps: int = 1000,
                   seed: int = 0, bins: int = 20) -> dict[str, Any]:
-    """Seeded bootstrap 95% intervals: requests resampled (ITL gaps stay with their request)
-    for p50/p90/p99 latencies; for steady-state throughputs, ``bins`` equal time bins of the
-    window are resampled."""
+    """Seeded bootstrap 95% intervals (:func:`bootstrap_intervals`): requests resampled (ITL
+    gaps stay with their request) for p50/p90/p99 latencies; for steady-state throughputs,
+    ``bins`` equal time bins of the window are resampled."""
     out: dict[str, Any] = {}
     rng = np.random.default_rng(seed)
     n = len(ok)
     qs = [PERCENTILES[s] for s in CI_STATS]
     if n >= 2 and reps > 0:
-        idx = rng.integers(0, n, size=(reps, n))
-        for metric in ("ttft", "tpot", "e2el"):
-            vals = ok[f"{metric}_ms"].to_numpy(dtype="float64")
-            if np.isnan(vals).all():
-                continue
-            boot = np.nanpercentile(vals[idx], qs, axis=1)
-            for stat, row in zip(CI_STATS, boot, strict=True):
-                out[f"ci95_{stat}_{metric}_ms"] = _ci(row)
+        latencies = {metric: ok[f"{metric}_ms"].to_numpy(dtype="float64")
+                     for metric in ("ttft", "tpot", "e2el")}
+        latencies = {m: v for m, v in latencies.items() if not np.isnan(v).all()}
+
+        def latency_percentiles(idx: np.ndarray) -> np.ndarray:
+            return np.concatenate([np.nanpercentile(v[idx], qs, axis=1)
+                                   for v in latencies.values()] or [np.empty((0, reps))])
+
+        cis = iter(bootstrap_intervals(latency_percentiles, n, reps, rng))
+        for metric in latencies:
+            for stat in CI_STATS:
+                out[f"ci95_{stat}_{metric}_ms"] = next(cis)
         per_req = [np.diff(np.asarray(t, dtype="int64")) / 1e6 if isinstance(t, list) and
                    len(t) > 1 else np.zeros(0) for t in ok.event_t_ns]
         total = sum(len(g) for g in per_req)
         if total:
             # Cap the work: about 2e7 resampled gaps in all.
             itl_reps = int(min(reps, max(50, 2e7 // total)))
-            boot_itl = np.empty((len(qs), itl_reps))
-            for r in range(itl_reps):
-                pick = rng.integers(0, n, size=n)
-                gaps = np.concatenate([per_req[i] for i in pick])
-                boot_itl[:, r] = np.percentile(gaps, qs) if gaps.size else np.nan
-            for stat, row in zip(CI_STATS, boot_itl, strict=True):
-                out[f"ci95_{stat}_itl_ms"] = _ci(row)
+
+            def itl_percentiles(idx: np.ndarray) -> np.ndarray:
+                boot = np.empty((len(qs), len(idx)))
+                for r, pick in enumerate(idx):
+                    gaps = np.concatenate([per_req[i] for i in pick])
+                    boot[:, r] = np.percentile(gaps, qs) if gaps.size else np.nan
+                return boot
+
+            cis = iter(bootstrap_intervals(itl_percentiles, n, itl_reps, rng))
+            for stat in CI_STATS:
+                out[f"ci95_{stat}_itl_ms"] = next(cis)
     if window is not None and reps > 0:
         start, end = window
         edges = np.linspace(start, end, bins + 1)
@@ -147,9 +176,10 @@ def bootstrap_cis(ok: pd.DataFrame, window: tuple[int, int] | None, *, reps: int
         ev_n = np.concatenate([np.asarray(t, dtype="float64") for t in ok.event_tokens
                                if isinstance(t, list) and t] or [np.zeros(0)])
         tok_counts = np.histogram(ev_t, bins=edges, weights=ev_n)[0]
-        pick = rng.integers(0, bins, size=(reps, bins))
-        out["ci95_steady_request_throughput"] = _ci(req_counts[pick].mean(axis=1) / width_s)
-        out["ci95_steady_output_throughput"] = _ci(tok_counts[pick].mean(axis=1) / width_s)
+        out["ci95_steady_request_throughput"], out["ci95_steady_output_throughput"] = (
+            bootstrap_intervals(lambda pick: np.stack([req_counts[pick].mean(axis=1) / width_s,
+                                                       tok_counts[pick].mean(axis=1) / width_s]),
+                                bins, reps, rng))
     return out
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 from hgresearch.catalogs import price_catalog
 from hgresearch.costs import add_costs
 from hgresearch.ingest import select_repeats
+from hgresearch.keys import replicated_label
 
 #: The paper's running example.
 PAPER_MODEL = "DeepSeek-R1-Distill-Qwen-14B"
@@ -127,7 +128,7 @@ def project_replicas(points: pd.DataFrame, hardware: str, replicas: int,
                        f"project {replicas} replicas at {target_qps:g} QPS")
     row = base.iloc[0]
     return {
-        "hardware": f"{replicas} x ({hardware})",
+        "hardware": replicated_label(hardware, replicas),
         "request_rate_qps": target_qps,
         "request_throughput_rps": replicas * float(row.request_throughput_rps),
         "cost_usd_per_1m_tok": float(row.cost_usd_per_1m_tok),

@@ -55,6 +55,7 @@ from hgresearch.bench.server import (
     warm_up,
 )
 from hgresearch.errors import InputError
+from hgresearch.keys import hardware_label
 from hgresearch.runfolder import (
     ERROR_FILE,
     REQUESTS_FILE,
@@ -89,9 +90,11 @@ class SweepServer:
 
     @property
     def hardware_label(self) -> str:
+        """Folder name of the hardware: :func:`hgresearch.keys.hardware_label` without spaces,
+        ``-tp<n>`` added when the tensor-parallel size differs from the GPU count."""
         tp = self.server.tensor_parallel_size
         suffix = f"-tp{tp}" if tp != self.gpu_count else ""
-        return f"{self.gpu_count}x{self.gpu_name}{suffix}"
+        return hardware_label(self.gpu_name, self.gpu_count).replace(" ", "") + suffix
 
 
 @dataclass

@@ -118,7 +118,8 @@ def test_power_model_hand_computed():
 
 def test_add_power_model_load_and_unknown_gpu():
     runs = pd.DataFrame({
-        "model": ["m", "m", "m"], "gpu_name": ["RTX-4090", "RTX-4090", "L40S"],
+        "model": ["m", "m", "m"], "dataset": ["d", "d", "d"],
+        "gpu_name": ["RTX-4090", "RTX-4090", "L40S"],
         "gpu_count": [1, 1, 1], "tensor_parallel_size": [1, 1, 1], "replicas": [1, 1, 1],
         "total_token_throughput_tok_per_s": [500.0, 1000.0, 800.0]})
     out = energy.add_power_model(runs)

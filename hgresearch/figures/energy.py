@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.figures.style import COUNT_MARKERS, apply_style, color_for
+from hgresearch.keys import hardware_label
 
 _COUNT_STYLES = {1: "-", 2: "--", 4: "-.", 8: ":"}
 _SCENARIO_TITLES = {"new": "New hardware (embodied carbon charged)",
@@ -33,7 +34,8 @@ def tokens_per_kwh_vs_qps(runs: pd.DataFrame, model: str) -> plt.Figure:
                 linewidth=0.8, alpha=0.7)
         ax.plot(qps, group.tdp_tok_per_kwh / 1e6, color=color, linestyle=style,
                 marker=COUNT_MARKERS.get(int(count), "o"), linewidth=1.6,
-                label=f"{int(count)}x {gpu} (TDP {group.tdp_per_gpu_w.iloc[0]:.0f} W/GPU)")
+                label=(f"{hardware_label(gpu, count)} "
+                       f"(TDP {group.tdp_per_gpu_w.iloc[0]:.0f} W/GPU)"))
     ax.set_xscale("log", base=2)
     ticks = sorted(data.request_rate_qps.unique())
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])

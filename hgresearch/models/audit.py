@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.catalogs import gpu_price_usd_per_h
+from hgresearch.costs import cost_per_million_tok_at_rate_usd
 from hgresearch.models.common import require_columns
 
 #: The paper's claims: (name, kind, low, high). Ratios as fractions / multiples.
@@ -87,21 +88,21 @@ def comparison_rows(runs: pd.DataFrame, capacity: pd.DataFrame | None = None,
                     "cost_usd_per_1m_tok_4090": row.cost_usd_per_1m_tok_4090,
                     "cost_usd_per_1m_tok_h100": row.cost_usd_per_1m_tok_h100})
     if capacity is not None and not capacity.empty:
-        cap = capacity[["model", "gpu_name", "gpu_count", "capacity_tok_per_s"]]
+        cap = capacity[["model", "gpu_name", "gpu_count", "replicas", "capacity_tok_per_s"]]
         cap_c = cap[cap.gpu_name == consumer]
         cap_e = cap[cap.gpu_name == enterprise]
         cap_e = cap_e[cap_e.gpu_count == cap_e.groupby("model").gpu_count.transform("min")]
         for row in _pairs(cap_c, cap_e.drop(columns="gpu_name"), ["model"]).itertuples():
-            hourly_c = row.gpu_count_4090 * price_c
-            hourly_e = row.gpu_count_h100 * price_e
             out.append({
                 "definition": "fitted capacity", "model": row.model,
                 "gpu_count_4090": int(row.gpu_count_4090),
                 "gpu_count_h100": int(row.gpu_count_h100), "request_rate_qps": math.nan,
                 "tok_per_s_4090": row.capacity_tok_per_s_4090,
                 "tok_per_s_h100": row.capacity_tok_per_s_h100,
-                "cost_usd_per_1m_tok_4090": hourly_c / (row.capacity_tok_per_s_4090 * 3.6e-3),
-                "cost_usd_per_1m_tok_h100": hourly_e / (row.capacity_tok_per_s_h100 * 3.6e-3)})
+                "cost_usd_per_1m_tok_4090": cost_per_million_tok_at_rate_usd(
+                    row.capacity_tok_per_s_4090, row.gpu_count_4090, price_c, row.replicas_4090),
+                "cost_usd_per_1m_tok_h100": cost_per_million_tok_at_rate_usd(
+                    row.capacity_tok_per_s_h100, row.gpu_count_h100, price_e, row.replicas_h100)})
     table = pd.DataFrame(out)
     table["throughput_ratio"] = table.tok_per_s_4090 / table.tok_per_s_h100
     table["cost_reduction"] = 1.0 - table.cost_usd_per_1m_tok_4090 / table.cost_usd_per_1m_tok_h100

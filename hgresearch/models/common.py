@@ -1,4 +1,5 @@
-"""Shared pieces of the fitted models: configuration keys, input checks, warnings."""
+"""Shared pieces of the fitted models: configuration keys (from :mod:`hgresearch.keys`), input
+checks, warnings."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
+from hgresearch.keys import CONFIG_KEYS, config_label
 
-#: Columns that identify a *configuration* (a serving setup whose runs differ only in load).
-CONFIG_KEYS = ["model", "dataset", "gpu_name", "gpu_count", "replicas"]
+__all__ = ["CONFIG_KEYS", "ModelInputError", "ModelWarning", "config_groups", "config_label",
+           "mape_pct", "require_columns", "warn"]
 
 
 class ModelWarning(UserWarning):
@@ -32,15 +34,6 @@ def require_columns(frame: pd.DataFrame, columns: list[str], what: str) -> None:
     if missing:
         raise ModelInputError(f"{what}: missing column(s) {missing}; "
                               f"expected a runs table (hgresearch.ingest.read_runs)")
-
-
-def config_label(row: pd.Series | dict) -> str:
-    """Short human label: ``DeepSeek-R1-Distill-Qwen-7B on 2x RTX-4090``."""
-    replicas = int(row.get("replicas", 1) or 1)
-    hw = f"{int(row['gpu_count'])}x {row['gpu_name']}"
-    if replicas > 1:
-        hw = f"{replicas} x ({hw})"
-    return f"{row['model']} on {hw}"
 
 
 def config_groups(runs: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:

@@ -24,7 +24,13 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy.stats import t as student_t
 
-from hgresearch.models.common import ModelInputError, config_label, require_columns, warn
+from hgresearch.models.common import (
+    CONFIG_KEYS,
+    ModelInputError,
+    config_label,
+    require_columns,
+    warn,
+)
 
 #: Runs at ρ ≥ this (from the capacity model) count as overloaded and are not fitted.
 DEFAULT_RHO_MAX = 0.95
@@ -134,9 +140,8 @@ def fit_latency(runs: pd.DataFrame, capacity_rps: float, metric: str = "p90_ttft
     require_columns(runs, ["request_rate_qps", metric], "latency fit")
     if not (capacity_rps > 0 and math.isfinite(capacity_rps)):
         raise ModelInputError(f"latency fit needs a positive finite capacity, got {capacity_rps}")
-    config = {k: runs.iloc[0][k] for k in ("model", "dataset", "gpu_name", "gpu_count",
-                                           "replicas") if k in runs.columns}
-    label = config_label(config) if len(config) == 5 else "configuration"
+    config = {k: runs.iloc[0][k] for k in CONFIG_KEYS if k in runs.columns}
+    label = config_label(config) if len(config) == len(CONFIG_KEYS) else "configuration"
     rate = runs.request_rate_qps.to_numpy(float)
     y = runs[metric].to_numpy(float)
     rho = rate / capacity_rps

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.catalogs import hardware_catalog, model_catalog
-from hgresearch.models.common import ModelInputError, require_columns, warn
+from hgresearch.models.common import ModelInputError, config_label, require_columns, warn
 
 ROOFLINE_COLUMNS = ["model", "gpu_name", "gpu_count", "output_throughput_tok_per_s",
                     "mean_tpot_ms", "mean_ttft_ms", "total_input_tok", "total_output_tok",
@@ -159,6 +159,6 @@ def roofline_table(runs: pd.DataFrame,
             table.ceiling_ratio > 1.0)
         if table.exceeds_bound.any():
             bad = table[table.exceeds_bound]
-            warn(f"roofline: {len(bad)} run(s) exceed their bound (first: {bad.iloc[0].model} "
-                 f"on {bad.iloc[0].gpu_count}x {bad.iloc[0].gpu_name}); check the catalogs")
+            warn(f"roofline: {len(bad)} run(s) exceed their bound (first: "
+                 f"{config_label(bad.iloc[0])}); check the catalogs")
     return table

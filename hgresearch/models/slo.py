@@ -21,6 +21,7 @@ from hgresearch.costs import cost_per_million_tok_at_rate_usd
 from hgresearch.models.common import config_label
 from hgresearch.models.fit import ModelSet
 from hgresearch.models.latency import DEFAULT_RHO_MAX
+from hgresearch.units import TOKENS_PER_MILLION
 
 #: SLO targets of the planner table: TTFT p90 and p99 from 50 ms to 5 s.
 DEFAULT_SLO_LIMITS_MS = (50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
@@ -91,7 +92,7 @@ def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,
                    "capacity_reached": cap.capacity_reached,
                    # without any latency target: the rate cap, whatever the latency there
                    "cap_rate_qps": cap_rate, "cost_at_cap_usd_per_1m_tok": cost_at_cap,
-                   "tok_per_usd_at_cap": 1e6 / cost_at_cap,
+                   "tok_per_usd_at_cap": TOKENS_PER_MILLION / cost_at_cap,
                    "price_usd_per_gpu_h": price, "price_scenario": scenario}
             lat = models.latency_fits.get((key, slo.metric))
             if lat is None or not lat.valid:
@@ -121,7 +122,8 @@ def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,
                          "slo_tok_per_s": tok_per_s,
                          "slo_output_tok_per_s": rate * cap.output_tok_per_request,
                          "cost_usd_per_1m_tok": cost,
-                         "tok_per_usd": 1e6 / cost if cost and math.isfinite(cost) else math.nan,
+                         "tok_per_usd": (TOKENS_PER_MILLION / cost
+                                         if cost and math.isfinite(cost) else math.nan),
                          "extrapolated": bool(rate > fitted_top * 1.0001),
                          "latency_form": lat.form})
     return pd.DataFrame(rows)
@@ -144,8 +146,8 @@ def operating_curves(models: ModelSet, metric: str = "p90_ttft_ms",
         rates = np.linspace(0.02 * cap_rate, cap_rate, points)
         pred = lat.predict(rates)
         tok = rates * cap.total_tok_per_request
-        hourly = cap.config["gpu_count"] * cap.config.get("replicas", 1) * price
-        cost = hourly / (tok * 3600.0 / 1e6)
+        cost = cost_per_million_tok_at_rate_usd(tok, cap.config["gpu_count"], price,
+                                                cap.config.get("replicas", 1))
         for rate, latency, c in zip(rates, pred["mean"], cost, strict=True):
             rows.append({**cap.config, "configuration": config_label(cap.config),
                          "rate_qps": rate, "latency_ms": latency, "metric": metric,

@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from hgresearch.ingest import POINT_KEYS
+from hgresearch.costs import cost_per_million_tok_usd, run_cost_usd
+from hgresearch.keys import POINT_KEYS
+from hgresearch.metrics import CI_LEVEL, bootstrap_intervals
 from hgresearch.models.common import ModelInputError, require_columns
 
 SPREAD_COLUMNS = ("request_throughput_rps", "total_token_throughput_tok_per_s",
@@ -57,24 +59,25 @@ def run_to_run_spread(runs: pd.DataFrame, columns: Sequence[str] = SPREAD_COLUMN
 
 def bootstrap_ci(values: Sequence[float] | np.ndarray,
                  statistic: Callable[[np.ndarray], float] = np.mean, n_boot: int = 2000,
-                 alpha: float = 0.05, seed: int = 0) -> tuple[float, float, float]:
-    """(estimate, low, high): percentile bootstrap interval of ``statistic`` (seeded).
+                 confidence: float = CI_LEVEL, seed: int = 0) -> tuple[float, float, float]:
+    """(estimate, low, high): percentile bootstrap interval of ``statistic`` of the finite
+    ``values`` (:func:`hgresearch.metrics.bootstrap_intervals`, seeded).
 
     Raises :class:`ModelInputError` for fewer than two finite values."""
     data = np.asarray(values, float)
     data = data[np.isfinite(data)]
     if data.size < 2:
         raise ModelInputError(f"bootstrap needs ≥ 2 finite values, got {data.size}")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, data.size, size=(n_boot, data.size))
-    stats = np.apply_along_axis(statistic, 1, data[idx])
-    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    [interval] = bootstrap_intervals(
+        lambda idx: np.apply_along_axis(statistic, 1, data[idx]), data.size, n_boot, seed,
+        confidence)
+    low, high = interval if interval is not None else (np.nan, np.nan)
     return float(statistic(data)), float(low), float(high)
 
 
 def bootstrap_request_cis(requests: pd.DataFrame, latency_columns: Sequence[str],
                           percentiles: Sequence[float] = (50, 90, 99), *, duration_s: float,
-                          gpu_count: int, price_usd_per_gpu_h: float,
+                          gpu_count: int, price_usd_per_gpu_h: float, replicas: int = 1,
                           token_columns: Sequence[str] = ("prompt_tokens", "output_tokens"),
                           n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Bootstrap intervals from one run's per-request records: every percentile of every
@@ -91,9 +94,10 @@ def bootstrap_request_cis(requests: pd.DataFrame, latency_columns: Sequence[str]
             rows.append({"quantity": f"p{q:g}_{column}", "estimate": est, "low": low,
                          "high": high})
     tokens = requests[list(token_columns)].sum(axis=1).to_numpy(float)
-    cost_usd = duration_s / 3600.0 * gpu_count * price_usd_per_gpu_h
+    cost_usd = run_cost_usd(duration_s, gpu_count, price_usd_per_gpu_h, replicas)
     scale = len(tokens)
-    est, low, high = bootstrap_ci(tokens, lambda x: cost_usd / (x.mean() * scale / 1e6),
+    est, low, high = bootstrap_ci(tokens,
+                                  lambda x: cost_per_million_tok_usd(cost_usd, x.mean() * scale),
                                   n_boot, seed=seed)
     rows.append({"quantity": "cost_usd_per_1m_tok", "estimate": est, "low": low,
                  "high": high})
@@ -118,6 +122,7 @@ def run_request_cis(runs: pd.DataFrame, price_usd_per_gpu_h: float,
             continue
         cis = bootstrap_request_cis(requests, latency_columns, percentiles,
                                     duration_s=run.duration_s, gpu_count=run.gpu_count,
+                                    replicas=run.replicas,
                                     price_usd_per_gpu_h=price_usd_per_gpu_h, n_boot=n_boot,
                                     seed=seed)
         cis.insert(0, "repeat_index", run.repeat_index)

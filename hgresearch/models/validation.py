@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from hgresearch.costs import SECONDS_PER_HOUR
+from hgresearch.costs import cost_per_million_tok_usd, run_cost_usd
 from hgresearch.models.capacity import (
     CapacityFit,
     Schedule,
@@ -64,9 +64,10 @@ def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form:
                "throughput_err_pct": 100.0 * (thr_pred / thr_obs - 1.0)}
         if "cost_usd_per_1m_tok" in test and "price_usd_per_gpu_h" in test:
             tokens = (test.total_input_tok + test.total_output_tok).to_numpy(float)
-            cost_pred = (duration_pred / SECONDS_PER_HOUR * test.gpu_count.to_numpy(float)
-                         * test.replicas.to_numpy(float)
-                         * test.price_usd_per_gpu_h.to_numpy(float) / (tokens / 1e6))
+            cost_pred = cost_per_million_tok_usd(
+                run_cost_usd(duration_pred, test.gpu_count.to_numpy(float),
+                             test.price_usd_per_gpu_h.to_numpy(float),
+                             test.replicas.to_numpy(float)), tokens)
             row["cost_obs_usd_per_1m_tok"] = float(test.cost_usd_per_1m_tok.mean())
             row["cost_pred_usd_per_1m_tok"] = float(np.mean(cost_pred))
             row["cost_err_pct"] = 100.0 * (row["cost_pred_usd_per_1m_tok"]
