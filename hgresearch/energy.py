@@ -27,6 +27,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,13 @@ PAPER_TABLE3_MODEL = "DeepSeek-R1-Distill-Qwen-14B"
 # 1. TDP model (the paper's)
 # ---------------------------------------------------------------------------------------------
 
+class TdpAssumption(StrEnum):
+    """The TDP behind the TDP energy model (:func:`tdp_per_gpu_w`'s ``tdp``)."""
+
+    PAPER = "paper"          # the paper's 700 W for the H100 PCIe
+    DATASHEET = "datasheet"  # the hardware catalog's tdp_w (350 W for the H100 PCIe)
+
+
 def tdp_per_gpu_w(gpu_name: str, tdp: str = "paper",
                   overrides: dict[str, float] | None = None) -> float:
     """Assumed power of one GPU (W).
@@ -71,8 +79,9 @@ def tdp_per_gpu_w(gpu_name: str, tdp: str = "paper",
     """
     if overrides and gpu_name in overrides:
         return float(overrides[gpu_name])
-    if tdp not in ("paper", "datasheet"):
-        raise ValueError(f"tdp must be 'paper' or 'datasheet', got {tdp!r}")
+    if tdp not in set(TdpAssumption):
+        raise InputError(f"expected one of {', '.join(TdpAssumption)}, got {tdp!r}",
+                         field="tdp")
     if tdp == "paper" and gpu_name in PAPER_TDP_W:
         return PAPER_TDP_W[gpu_name]
     hw = hardware_catalog()
@@ -619,7 +628,7 @@ def ratio_estimates(runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
     picked = pick_configurations(runs, model, configurations)
     a, b = picked.iloc[0], picked.iloc[1]
     rows = []
-    for tdp in ("paper", "datasheet"):
+    for tdp in TdpAssumption:
         t = add_tdp_energy(picked, tdp)
         watts = "/".join(f"{w:.0f} W" for w in t.tdp_per_gpu_w)
         rows.append({"estimate": f"TDP model, {tdp} TDP ({watts})",

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hgresearch.errors import InputError
+
 STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99", "p100")
 PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p100": 100}
 #: Schedule-lag p99 above which a run is marked client-limited.
@@ -34,6 +36,11 @@ CLIENT_LIMITED_LAG_MS = 5.0
 #: Bootstrap confidence level and which percentiles get intervals.
 CI_LEVEL = 0.95
 CI_STATS = ("p50", "p90", "p99")
+
+
+#: The per-request latency metrics (``<metric>_ms`` columns of the requests table) that are
+#: summarized and that a goodput SLO can bound, as vLLM's ``--goodput``.
+LATENCY_METRICS = ("ttft", "tpot", "e2el")
 
 
 def describe(values: np.ndarray | list[float]) -> dict[str, float | None]:
@@ -137,7 +144,7 @@ def bootstrap_cis(ok: pd.DataFrame, window: tuple[int, int] | None, *, reps: int
     qs = [PERCENTILES[s] for s in CI_STATS]
     if n >= 2 and reps > 0:
         latencies = {metric: ok[f"{metric}_ms"].to_numpy(dtype="float64")
-                     for metric in ("ttft", "tpot", "e2el")}
+                     for metric in LATENCY_METRICS}
         latencies = {m: v for m, v in latencies.items() if not np.isnan(v).all()}
 
         def latency_percentiles(idx: np.ndarray) -> np.ndarray:
@@ -221,8 +228,9 @@ def summarize(requests: pd.DataFrame, *, goodput_slo_ms: dict[str, float] | None
     if goodput_slo_ms:
         good = np.ones(len(ok), dtype=bool)
         for metric, slo in goodput_slo_ms.items():
-            if metric not in ("ttft", "tpot", "e2el"):
-                raise ValueError(f"goodput SLO metric must be ttft, tpot or e2el, got {metric!r}")
+            if metric not in LATENCY_METRICS:
+                raise InputError(f"goodput SLO metric must be one of {', '.join(LATENCY_METRICS)}"
+                                 f", got {metric!r}", field="goodput")
             values = ok[f"{metric}_ms"].to_numpy(dtype="float64")
             if metric == "tpot":
                 values = np.nan_to_num(values, nan=0.0)  # vLLM: TPOT 0 for one-token outputs

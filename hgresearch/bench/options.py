@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from hgresearch.errors import InputError
+from hgresearch.metrics import LATENCY_METRICS
 
 
 class Endpoint(StrEnum):
@@ -38,7 +39,7 @@ class HttpClient(StrEnum):
 
 
 #: Latency metrics a goodput SLO can bound (milliseconds), as vLLM's ``--goodput``.
-GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+GOODPUT_METRICS = LATENCY_METRICS
 
 #: Command-line option of each :class:`~hgresearch.bench.runner.BenchConfig` field whose option
 #: is not simply ``--`` + the field name with dashes.

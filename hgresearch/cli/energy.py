@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -11,13 +10,7 @@ import typer
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
 from hgresearch.cli.options import Seed, SkipBadLines, output_option
-
-
-class TdpAssumption(StrEnum):
-    """The TDP behind the TDP energy model (``hgresearch.energy.tdp_per_gpu_w``'s ``tdp``)."""
-
-    PAPER = "paper"          # the paper's 700 W for the H100 PCIe
-    DATASHEET = "datasheet"  # data/hardware.csv's tdp_w (350 W for the H100 PCIe)
+from hgresearch.energy import TdpAssumption
 
 
 @command(app, "energy")
