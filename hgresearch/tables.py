@@ -9,17 +9,31 @@ from pathlib import Path
 
 import pandas as pd
 
+from hgresearch.errors import InputError
+
+#: Data-table formats :func:`write_frame` writes, by suffix.
+FRAME_SUFFIXES = (".csv", ".parquet")
+
+
+def check_frame_path(path: str | Path) -> Path:
+    """``path`` if :func:`write_frame` can write it, else an :class:`InputError` naming it
+    (check before the work whose result it will hold)."""
+    path = Path(path)
+    if path.suffix not in FRAME_SUFFIXES:
+        raise InputError(f"unsupported table format {path.suffix or '(no suffix)'!r} "
+                         f"(use {' or '.join(FRAME_SUFFIXES)})", file=str(path))
+    return path
+
 
 def write_frame(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Write a data table as ``.csv`` or ``.parquet`` (chosen by suffix)."""
-    path = Path(path)
+    """Write a data table as ``.csv`` or ``.parquet`` (chosen by suffix; any other suffix is an
+    :class:`~hgresearch.errors.InputError`)."""
+    path = check_frame_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".parquet":
         frame.to_parquet(path, index=False)
-    elif path.suffix == ".csv":
-        frame.to_csv(path, index=False, lineterminator="\n")
     else:
-        raise ValueError(f"{path}: unsupported table format (use .csv or .parquet)")
+        frame.to_csv(path, index=False, lineterminator="\n")
     return path
 
 

@@ -153,7 +153,7 @@ def parse_export(document: dict[str, Any], *, file: str, hardware: Hardware | No
     if requests is not None and not requests.empty:
         ok = requests[requests.success & ~requests.warmup]
         samples = {m: ok[f"{m}_ms"].to_numpy(dtype="float64") for m in ("ttft", "tpot", "e2el")}
-        samples["itl"] = (np.concatenate([np.diff(np.asarray(t, dtype="float64")) / 1e6
+        samples["itl"] = (np.concatenate([np.diff(np.asarray(t, dtype="int64")) / 1e6
                                           for t in ok.event_t_ns if isinstance(t, list)])
                           if ok.event_t_ns.map(lambda t: isinstance(t, list)).any() else None)
     fill_latency_stats(row, samples)
@@ -184,14 +184,15 @@ def read_records(path: Path) -> pd.DataFrame:
         def value(name: str, metrics: dict[str, Any] = metrics, line: int = line) -> float:
             return number(_get(metrics, name, "value"), file=file, line=line,
                           field=f"metrics.{name}.value")
-        sent = number(meta.get("request_start_ns"), file=file, line=line,
-                      field="metadata.request_start_ns")
+        number(meta.get("request_start_ns"), file=file, line=line,
+               field="metadata.request_start_ns", allow_none=False)
+        sent = int(meta["request_start_ns"])  # epoch ns: float64 would round them
         ttft = value("time_to_first_token")
         gaps = _get(metrics, "inter_chunk_latency", "value")
         events = None
         if isinstance(gaps, list) and not math.isnan(ttft):
-            first = sent + ttft * 1e6
-            events = [int(first)] + [int(first + g * 1e6) for g in np.cumsum(
+            first = sent + round(ttft * 1e6)
+            events = [first] + [first + round(g * 1e6) for g in np.cumsum(
                 [number(g, file=file, line=line, field="metrics.inter_chunk_latency.value",
                         allow_none=False) for g in gaps])]
         error = record.get("error")

@@ -238,15 +238,16 @@ def _hardware(record: dict[str, Any], given: Hardware | None, *, file: str,
 
 def _request_arrays(record: dict[str, Any], *, file: str, line: int
                     ) -> dict[str, list[Any]] | None:
-    """The per-request arrays when the record has usable ones (``ttfts`` at least), checked
-    for equal lengths and finite values."""
-    if not isinstance(record.get("ttfts"), list):
-        return None
+    """The per-request arrays when the record has any (``ttfts`` or ``latencies``, which vLLM
+    keeps even without ``--save-detailed``), checked for equal lengths and finite values."""
     arrays = {k: record[k] for k in ARRAY_FIELDS if isinstance(record.get(k), list)}
-    n = len(arrays["ttfts"])
+    base = next((k for k in ("ttfts", "latencies") if k in arrays), None)
+    if base is None:
+        return None
+    n = len(arrays[base])
     for key, values in arrays.items():
         if len(values) != n:
-            raise InputError(f"has {len(values)} entries but ttfts has {n}", file=file,
+            raise InputError(f"has {len(values)} entries but {base} has {n}", file=file,
                              line=line, field=key)
     for key in ("ttfts", "latencies", "start_times", "input_lens", "output_lens"):
         for value in arrays.get(key, []):
@@ -260,10 +261,21 @@ def _request_arrays(record: dict[str, Any], *, file: str, line: int
     return arrays
 
 
+def _count(arrays: dict[str, list[Any]]) -> int:
+    return len(arrays["ttfts"] if "ttfts" in arrays else arrays["latencies"])
+
+
+def _ms(arrays: dict[str, list[Any]], key: str) -> np.ndarray:
+    """An array of seconds in ms (NaN where the file has no such array)."""
+    if key not in arrays:
+        return np.full(_count(arrays), np.nan)
+    return np.asarray(arrays[key], dtype="float64") * 1000
+
+
 def _success(arrays: dict[str, list[Any]], record: dict[str, Any]) -> np.ndarray | None:
     """Which requests succeeded: ``errors`` says (empty = success); without it only when every
     request completed. ``None`` when the file cannot tell."""
-    n = len(arrays["ttfts"])
+    n = _count(arrays)
     if "errors" in arrays:
         return np.array([not err for err in arrays["errors"]], dtype=bool)
     if record.get("completed") == n:
@@ -277,9 +289,9 @@ def _samples_ms(arrays: dict[str, list[Any]], record: dict[str, Any]
     ok = _success(arrays, record)
     if ok is None:
         return {}
-    ttft = np.asarray(arrays["ttfts"], dtype="float64") * 1000
-    out: dict[str, np.ndarray | None] = {"ttft": ttft[ok], "tpot": None, "e2el": None,
-                                         "itl": None}
+    ttft = _ms(arrays, "ttfts")
+    out: dict[str, np.ndarray | None] = {"ttft": ttft[ok] if "ttfts" in arrays else None,
+                                         "tpot": None, "e2el": None, "itl": None}
     if "itls" in arrays:
         gaps = [np.asarray(g, dtype="float64") for g, good in zip(arrays["itls"], ok,
                                                                   strict=True) if good]
@@ -287,7 +299,7 @@ def _samples_ms(arrays: dict[str, list[Any]], record: dict[str, Any]
     if "latencies" in arrays:
         e2el = np.asarray(arrays["latencies"], dtype="float64") * 1000
         out["e2el"] = e2el[ok]
-        if "output_lens" in arrays:
+        if "output_lens" in arrays and "ttfts" in arrays:
             out_len = np.asarray(arrays["output_lens"], dtype="float64")
             multi = ok & (out_len > 1)
             out["tpot"] = (e2el[multi] - ttft[multi]) / (out_len[multi] - 1)
@@ -298,11 +310,9 @@ def _requests_frame(arrays: dict[str, list[Any]], record: dict[str, Any]) -> pd.
     """The requests table (same columns as our own runs') from vLLM's arrays. Times exist only
     where ``start_times`` does (vLLM's ``perf_counter`` seconds); token events are unknown
     (vLLM keeps gaps, not token counts per event)."""
-    n = len(arrays["ttfts"])
+    n = _count(arrays)
     ok = _success(arrays, record)
-    ttft_ms = np.asarray(arrays["ttfts"], dtype="float64") * 1000
-    e2el_ms = (np.asarray(arrays["latencies"], dtype="float64") * 1000
-               if "latencies" in arrays else np.full(n, np.nan))
+    ttft_ms, e2el_ms = _ms(arrays, "ttfts"), _ms(arrays, "latencies")
     out_len = (np.asarray(arrays["output_lens"], dtype="float64") if "output_lens" in arrays
                else np.full(n, np.nan))
     frame = pd.DataFrame({column: [None] * n for column in REQUEST_COLUMNS})
