@@ -246,6 +246,7 @@ def test_guidellm_report(tmp_path):
     assert row.source_format == "guidellm" and row.model == "Llama-3.1-8B-Instruct"
     assert (row.num_prompts, row.completed, row.failed) == (3, 2, 1)
     assert row.request_rate_qps == 2.0 and row.duration_s == 4.0
+    assert row.date == "19700101-000140"  # measure_start_time 100 s after the epoch
     assert row.request_throughput_rps == 0.5 and row.output_throughput_tok_per_s == 22 / 4
     assert row.p90_ttft_ms == pytest.approx(58.0) and row.median_ttft_ms == 50.0
     # guidellm's inter-token latency is vLLM's TPOT; vLLM's ITL (every gap) is not there.
@@ -321,6 +322,7 @@ def test_aiperf_export_and_records(tmp_path):
     assert len(tables.runs) == 1
     row = tables.runs.iloc[0]
     assert row.source_format == "aiperf" and row.dataset == "sharegpt"
+    assert row.date == "20251007-050007"
     assert (row.num_prompts, row.completed, row.failed, row.total_tok) == (2, 2, 0, 209)
     assert row.p90_ttft_ms == 48.0 and row.median_ttft_ms == 40.0
     assert row.mean_tpot_ms == 37.5  # aiperf's inter_token_latency is vLLM's TPOT
@@ -389,6 +391,11 @@ def test_empty_folder_missing_path_and_nothing_left(tmp_path):
     with pytest.warns(UserWarning, match="skipped 1 bad line"), \
             pytest.raises(InputError, match="every line was skipped"):
         read_runs(bad, on_error="skip")
+
+
+def test_no_paths():
+    with pytest.raises(InputError, match="no result files or folders given"):
+        read_runs([])
 
 
 def test_unknown_output_suffix(tmp_path):

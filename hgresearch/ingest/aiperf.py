@@ -34,6 +34,7 @@ from hgresearch.ingest.common import (
     LATENCY_METRICS,
     Hardware,
     check_run_values,
+    client_date,
     fill_latency_stats,
     missing_fields_error,
     number,
@@ -117,7 +118,7 @@ def parse_export(document: dict[str, Any], *, file: str, hardware: Hardware | No
     model = str(required["input_config.endpoint.model_names"])
     row: dict[str, Any] = {
         "source_file": file, "source_line": line, "source_format": "aiperf",
-        "date": str(document.get("start_time") or ""),
+        "date": client_date(document.get("start_time")),
         "backend": str(_get(document, "input_config", "endpoint", "type") or "aiperf"),
         "model_id": model, "model": model.rstrip("/").split("/")[-1],
         "dataset": str(_get(document, "input_config", "input", "public_dataset") or ""),

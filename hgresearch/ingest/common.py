@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,21 @@ def number(value: Any, *, file: str, line: int, field: str, allow_none: bool = T
         raise InputError(f"impossible value {value!r} (expected a finite number)", file=file,
                          line=line, field=field)
     return result
+
+
+def client_date(value: Any) -> str:
+    """A run's date as vLLM writes it (``YYYYMMDD-HHMMSS``) from epoch seconds (guidellm) or
+    ISO 8601 (aiperf); "" when absent, the text unchanged when it is neither."""
+    if value is None or value == "":
+        return ""
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            moment = datetime.fromtimestamp(float(value), tz=UTC)
+        else:
+            moment = datetime.fromisoformat(str(value))
+    except (ValueError, OverflowError, OSError):
+        return str(value)
+    return moment.strftime("%Y%m%d-%H%M%S")
 
 
 def missing_fields_error(missing: list[str], *, file: str, line: int | None) -> InputError:

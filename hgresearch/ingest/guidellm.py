@@ -39,6 +39,7 @@ from hgresearch.ingest.common import (
     LATENCY_METRICS,
     Hardware,
     check_run_values,
+    client_date,
     fill_latency_stats,
     missing_fields_error,
     number,
@@ -138,7 +139,7 @@ def _parse_benchmark(bench: dict[str, Any], document: dict[str, Any], *, file: s
 
     row: dict[str, Any] = {
         "source_file": file, "source_line": line, "source_format": "guidellm",
-        "date": str(_get(bench, "scheduler_metrics", "measure_start_time") or ""),
+        "date": client_date(_get(bench, "scheduler_metrics", "measure_start_time")),
         "backend": str(_get(bench, "config", "backend", "kind") or "guidellm"),
         "model_id": str(model), "model": str(model).rstrip("/").split("/")[-1],
         "dataset": "",

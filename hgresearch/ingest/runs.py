@@ -274,6 +274,8 @@ def read_tables(
             files.append(p)
         else:
             raise InputError("no such file or folder", file=str(p))
+    if not files:
+        raise InputError("no result files or folders given")
     result = Ingested(runs=pd.DataFrame(), requests=pd.DataFrame(), files_ignored=ignored)
     seen: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
