@@ -117,6 +117,33 @@ def test_bench_serve_without_arrays_leaves_unknown_percentiles_missing(tmp_path)
     assert tables.requests.e2el_ms.tolist() == pytest.approx([200, 250, 330])
 
 
+def test_vllm_06_benchmark_serving_record(tmp_path):
+    """vLLM 0.6 ``benchmark_serving.py --save-result``: arrays but no ``latencies``, no
+    ``failed``, ``best_of``/``use_beam_search``; E2EL and TPOT percentiles cannot be known."""
+    record = vllm_bench_serve_record()
+    for key in ("endpoint_type", "label", "burstiness", "max_concurrency", "failed",
+                "request_goodput", "latencies", "start_times", "queue_times",
+                "max_output_tokens_per_s", "max_concurrent_requests", "rtfx"):
+        del record[key]
+    record.update(best_of=1, use_beam_search=False, backend="vllm")
+    path = write_json(tmp_path / "vllm-4.0qps-Qwen2.5-7B-Instruct-20241001-120000.json", record)
+    tables = read_tables(path, hardware="1x H100-PCIe")
+    row = tables.runs.iloc[0]
+    assert row.source_format == "vllm-benchmark-serving" and row.failed == 1
+    assert row.p90_ttft_ms == pytest.approx(29.0)
+    assert math.isnan(row.p90_tpot_ms) and math.isnan(row.mean_e2el_ms)
+    assert row.p99_tpot_ms == 60.0  # the file's own
+    assert tables.requests.e2el_ms.isna().all() and tables.requests.t_sent_ns.isna().all()
+
+
+def test_the_files_own_statistics_win_over_computed_ones(tmp_path):
+    record = vllm_bench_serve_record() | {"p99_ttft_ms": 31.0, "mean_itl_ms": 99.0}
+    path = write_json(tmp_path / "bench.json", record)
+    row = read_runs(path, hardware="1x H100-PCIe").iloc[0]
+    assert row.p99_ttft_ms == 31.0 and row.mean_itl_ms == 99.0
+    assert row.p90_ttft_ms == pytest.approx(29.0)  # not in the file: computed
+
+
 def test_all_missing_fields_in_one_error(tmp_path):
     record = vllm_bench_serve_record(detailed=False)
     for key in ("duration", "total_input_tokens", "mean_ttft_ms", "median_itl_ms"):
@@ -249,10 +276,14 @@ def test_guidellm_report(tmp_path):
     assert row.date == "19700101-000140"  # measure_start_time 100 s after the epoch
     assert row.request_throughput_rps == 0.5 and row.output_throughput_tok_per_s == 22 / 4
     assert row.p90_ttft_ms == pytest.approx(58.0) and row.median_ttft_ms == 50.0
-    # guidellm's inter-token latency is vLLM's TPOT; vLLM's ITL (every gap) is not there.
+    # guidellm's per-request inter-token latency is vLLM's TPOT (its summary of it weighs
+    # requests by tokens, so it is not used); vLLM's ITL (every gap) is not there.
     assert row.mean_tpot_ms == 11.0 and math.isnan(row.mean_itl_ms)
     assert row.p100_e2el_ms == pytest.approx(180.0)
     assert len(tables.requests) == 3 and tables.requests.success.sum() == 2
+    summary_only = write_json(tmp_path / "no-requests.json", guidellm_report(False))
+    row = read_runs(summary_only, hardware="1x H100-PCIe").iloc[0]
+    assert row.p90_ttft_ms == pytest.approx(58.0) and math.isnan(row.mean_tpot_ms)
 
 
 def test_guidellm_missing_fields_listed_together(tmp_path):
@@ -263,7 +294,7 @@ def test_guidellm_missing_fields_listed_together(tmp_path):
     with pytest.raises(InputError) as info:
         read_runs(path)
     message = str(info.value)
-    assert "3 required fields are missing" in message
+    assert "3 required fields are missing" in message, message
     assert "config.backend.model" in message and "time_to_first_token_ms" in message
     assert "hardware" in message
 

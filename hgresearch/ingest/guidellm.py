@@ -18,12 +18,15 @@ each benchmark with
   ``inter_token_latency_ms``, ``request_latency`` (s).
 
 Definitions mapped onto vLLM's: guidellm's per-request ``inter_token_latency_ms`` is
-(last token - first token) / (output tokens - 1), vLLM's **TPOT**; guidellm's
-``time_per_output_token_ms`` includes the first token and has no vLLM counterpart; vLLM's ITL
-(every gap) is not in the report, so the ``*_itl_ms`` columns stay NaN. Percentiles are the
-report's own; only missing ones are computed from the per-request values. Throughputs are
-completed requests (tokens) over the benchmark duration, as vLLM's. One benchmark is one run;
-its 1-based position in ``benchmarks`` is the row's ``source_line``.
+(last token - first token) / (output tokens - 1), vLLM's **TPOT**; but the report's
+distribution of it weighs each request by its output tokens (vLLM's weighs requests equally),
+so TPOT statistics come from the per-request values only (NaN without ``requests``).
+guidellm's ``time_per_output_token_ms`` includes the first token and has no vLLM counterpart;
+vLLM's ITL (every gap) is not in the report, so the ``*_itl_ms`` columns stay NaN. TTFT and
+E2EL statistics are the report's own (its percentile method, over successful requests); only
+missing ones are computed from the per-request values. Throughputs are completed requests
+(tokens) over the benchmark duration, as vLLM's. One benchmark is one run; its 1-based
+position in ``benchmarks`` is the row's ``source_line``.
 """
 
 from __future__ import annotations
@@ -47,9 +50,8 @@ from hgresearch.ingest.common import (
 from hgresearch.metrics import STATS
 from hgresearch.runfolder import REQUEST_COLUMNS
 
-#: Our latency metric -> (guidellm metric, factor to ms).
-METRICS = {"ttft": ("time_to_first_token_ms", 1.0), "tpot": ("inter_token_latency_ms", 1.0),
-           "e2el": ("request_latency", 1000.0)}
+#: Our latency metric -> (guidellm metric summarized over requests, factor to ms).
+METRICS = {"ttft": ("time_to_first_token_ms", 1.0), "e2el": ("request_latency", 1000.0)}
 _STAT_KEYS = {"mean": ("mean",), "median": ("median",), "std": ("std_dev",),
               "p100": ("max",), **{p: ("percentiles", p) for p in ("p50", "p90", "p95", "p99")}}
 _STATUSES = ("successful", "errored", "incomplete")
