@@ -299,6 +299,19 @@ def test_guidellm_missing_fields_listed_together(tmp_path):
     assert "hardware" in message
 
 
+def test_guidellm_bad_benchmark_is_named_by_position_and_skippable(tmp_path):
+    report = guidellm_report()
+    second = json.loads(json.dumps(report["benchmarks"][0]))
+    second["metrics"]["request_totals"]["successful"] = 5  # more than the 3 sent
+    report["benchmarks"].append(second)
+    path = write_json(tmp_path / "benchmarks.json", report, indent=2)
+    with pytest.raises(InputError, match="more than num_prompts") as info:
+        read_runs(path, hardware="1x H100-PCIe")
+    assert (info.value.line, info.value.field) == (2, "completed")
+    with pytest.warns(UserWarning, match=f"{path}:2"):
+        assert len(read_runs(path, hardware="1x H100-PCIe", on_error="skip")) == 1
+
+
 def aiperf_export(folder: Path) -> Path:
     """aiperf 0.1.1 ``profile_export_aiperf.json`` + ``profile_export.jsonl`` (2 requests)."""
     def metric(unit: str, avg: float, **stats: float) -> dict:

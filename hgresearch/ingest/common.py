@@ -200,17 +200,18 @@ def check_run_values(row: Mapping[str, Any], *, file: str, line: int,
     more completed requests than were sent. ``source_fields`` maps a row column to the file's
     field name, so the error names the field as the file spells it."""
     names = dict(source_fields or {})
+    # First: a derived `failed` would otherwise report this as a negative failure count.
+    completed, sent = row.get("completed"), row.get("num_prompts")
+    if isinstance(completed, (int, float)) and isinstance(sent, (int, float)) \
+            and completed > sent:
+        raise InputError(f"impossible value {completed!r}: more than num_prompts ({sent!r})",
+                         file=file, line=line, field=names.get("completed", "completed"))
     columns = list(_NON_NEGATIVE) + [f"{s}_{m}_ms" for m in LATENCY_METRICS for s in STATS]
     for column in columns:
         value = row.get(column)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
             raise InputError(f"impossible value {value!r} (must not be negative)", file=file,
                              line=line, field=names.get(column, column))
-    completed, sent = row.get("completed"), row.get("num_prompts")
-    if isinstance(completed, (int, float)) and isinstance(sent, (int, float)) \
-            and completed > sent:
-        raise InputError(f"impossible value {completed!r}: more than num_prompts ({sent!r})",
-                         file=file, line=line, field=names.get("completed", "completed"))
 
 
 def fill_latency_stats(row: dict[str, Any], samples_ms: Mapping[str, np.ndarray | None]) -> None:

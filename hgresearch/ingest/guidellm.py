@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hgresearch.errors import InputError
 from hgresearch.ingest.common import (
     LATENCY_METRICS,
     Hardware,
@@ -71,17 +70,10 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
-def parse_report(document: dict[str, Any], *, file: str, hardware: Hardware | None
-                 ) -> list[tuple[dict[str, Any], pd.DataFrame | None]]:
-    """Every benchmark of a report -> (runs-table row, requests table or ``None``)."""
-    if not document["benchmarks"]:
-        raise InputError("report holds no benchmarks", file=file, field="benchmarks")
-    return [_parse_benchmark(bench, document, file=file, line=i, hardware=hardware)
-            for i, bench in enumerate(document["benchmarks"], start=1)]
-
-
-def _parse_benchmark(bench: dict[str, Any], document: dict[str, Any], *, file: str, line: int,
-                     hardware: Hardware | None) -> tuple[dict[str, Any], pd.DataFrame | None]:
+def parse_benchmark(bench: dict[str, Any], document: dict[str, Any], *, file: str, line: int,
+                    hardware: Hardware | None) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """One benchmark of a report (``line``: its 1-based position) -> (runs-table row,
+    requests table or ``None``)."""
     metrics = bench["metrics"]
     model = _get(bench, "config", "backend", "model") or _get(document, "config", "backend",
                                                                "model")

@@ -180,13 +180,19 @@ def _parse_file(path: Path, *, on_error: str, skipped: list[SkippedLine] | None,
         _fail(err, on_error, skipped, file, 0)
         return []
     if len(records) == 1 and guidellm.is_guidellm_report(records[0][1]):
-        try:
-            return [_Parsed(row, requests, _hash(bench)) for (row, requests), bench in zip(
-                guidellm.parse_report(records[0][1], file=file, hardware=hardware),
-                records[0][1]["benchmarks"], strict=True)]
-        except InputError as err:
-            _fail(err, on_error, skipped, file, err.line or 1)
-            return []
+        report = records[0][1]
+        if not report["benchmarks"]:
+            _fail(InputError("report holds no benchmarks", file=file, field="benchmarks"),
+                  on_error, skipped, file, 0)
+        guidellm_runs = []
+        for index, bench in enumerate(report["benchmarks"], start=1):
+            try:
+                row, requests = guidellm.parse_benchmark(bench, report, file=file, line=index,
+                                                         hardware=hardware)
+                guidellm_runs.append(_Parsed(row, requests, _hash(bench)))
+            except InputError as err:
+                _fail(err, on_error, skipped, file, index)
+        return guidellm_runs
     if len(records) == 1 and aiperf.is_aiperf_export(records[0][1]):
         try:
             row, requests = aiperf.parse_export(records[0][1], file=file, hardware=hardware)
