@@ -144,6 +144,26 @@ def test_the_files_own_statistics_win_over_computed_ones(tmp_path):
     assert row.p90_ttft_ms == pytest.approx(29.0)  # not in the file: computed
 
 
+REAL_VLLM_FILE = (Path(__file__).resolve().parents[1] / "data" / "raw" / "peer-cpu" / "vllm-bench"
+                  / "vllm-bench_100prompts_qps4-a.json")
+
+
+def test_real_vllm_bench_serve_file_stripped_to_the_default_layout(tmp_path):
+    """A file `vllm bench serve` wrote (scripts/peer_vllm_bench.py), without the metadata and
+    percentiles that run asked for: what a default `--save-result` holds. p50 comes from the
+    median; E2EL percentiles recomputed from its `latencies` match the ones vLLM wrote."""
+    original = json.loads(REAL_VLLM_FILE.read_text())
+    record = {k: v for k, v in original.items()
+              if k not in ("gpu_name", "gpu_count", "dataset", "tensor_parallel_size", "client")
+              and not (k.startswith(("p50_", "p90_", "p95_", "p100_")))}
+    path = write_json(tmp_path / "vllm-4.0qps-tiny-llama-cpu-20260101-000000.json", record)
+    row = read_runs(path, hardware="1x CPU").iloc[0]
+    assert row.p50_ttft_ms == original["median_ttft_ms"] and math.isnan(row.p90_ttft_ms)
+    for stat in ("p50", "p90", "p95", "p100"):
+        assert row[f"{stat}_e2el_ms"] == pytest.approx(original[f"{stat}_e2el_ms"], rel=1e-9)
+    assert row.p99_itl_ms == original["p99_itl_ms"] and row.hardware == "1x CPU"
+
+
 def test_all_missing_fields_in_one_error(tmp_path):
     record = vllm_bench_serve_record(detailed=False)
     for key in ("duration", "total_input_tokens", "mean_ttft_ms", "median_itl_ms"):
