@@ -20,6 +20,8 @@ from hgresearch.errors import InputError
 from hgresearch.keys import hardware_label
 from hgresearch.metrics import STATS, describe
 
+#: Latency metrics of the runs table's summary columns: vLLM's, ITL included (a per-gap statistic,
+#: unlike the per-request metrics of :data:`hgresearch.metrics.LATENCY_METRICS`).
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 #: Documented columns of the runs table, in order (see docs/tables.md).
