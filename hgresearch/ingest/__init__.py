@@ -8,8 +8,8 @@ finding files, de-duplication and the tables: :mod:`.runs`; shared checks: :mod:
 
 from hgresearch.ingest.common import (
     FOLDER_SIDECAR,
-    LATENCY_METRICS,
     RUN_COLUMNS,
+    RUN_LATENCY_METRICS,
     SIDECAR_SUFFIX,
     Hardware,
     SkippedLine,
@@ -38,7 +38,7 @@ from hgresearch.keys import POINT_KEYS, hardware_label
 from hgresearch.metrics import STATS
 
 __all__ = [
-    "FILENAME_PATTERN", "FOLDER_SIDECAR", "LATENCY_METRICS", "OPTIONAL_NUMERIC", "POINT_KEYS",
+    "FILENAME_PATTERN", "FOLDER_SIDECAR", "RUN_LATENCY_METRICS", "OPTIONAL_NUMERIC", "POINT_KEYS",
     "REQUESTS_TABLE_COLUMNS", "REQUIRED_FIELDS", "RUN_COLUMNS", "SIDECAR_SUFFIX", "STATS",
     "Hardware", "Ingested", "SkippedLine", "discover", "finalize_runs", "hardware_label",
     "parse_filename", "parse_hardware_label", "parse_record", "read_result_file", "read_runs",

@@ -31,7 +31,7 @@ import pandas as pd
 
 from hgresearch.errors import InputError
 from hgresearch.ingest.common import (
-    LATENCY_METRICS,
+    RUN_LATENCY_METRICS,
     Hardware,
     check_run_values,
     client_date,
@@ -140,7 +140,7 @@ def parse_export(document: dict[str, Any], *, file: str, hardware: Hardware | No
         "energy_j": math.nan, "energy_source": None, "idle_power_w": math.nan,
         "client_limited": None, "run_dir": None,
     }
-    for metric in LATENCY_METRICS:
+    for metric in RUN_LATENCY_METRICS:
         for stat in STATS:
             row[f"{stat}_{metric}_ms"] = math.nan
         summary = document.get(METRICS[metric])

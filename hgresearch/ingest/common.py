@@ -22,7 +22,7 @@ from hgresearch.metrics import STATS, describe
 
 #: Latency metrics of the runs table's summary columns: vLLM's, ITL included (a per-gap statistic,
 #: unlike the per-request metrics of :data:`hgresearch.metrics.LATENCY_METRICS`).
-LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+RUN_LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 #: Documented columns of the runs table, in order (see docs/tables.md).
 RUN_COLUMNS = [
@@ -34,7 +34,7 @@ RUN_COLUMNS = [
     "duration_s", "completed", "failed", "total_input_tok", "total_output_tok", "total_tok",
     "request_throughput_rps", "request_goodput_rps",
     "output_throughput_tok_per_s", "total_token_throughput_tok_per_s",
-    *[f"{stat}_{metric}_ms" for metric in LATENCY_METRICS for stat in STATS],
+    *[f"{stat}_{metric}_ms" for metric in RUN_LATENCY_METRICS for stat in STATS],
     "energy_j", "energy_source", "idle_power_w", "client_limited", "run_dir",
 ]
 
@@ -208,7 +208,7 @@ def check_run_values(row: Mapping[str, Any], *, file: str, line: int,
             and completed > sent:
         raise InputError(f"impossible value {completed!r}: more than num_prompts ({sent!r})",
                          file=file, line=line, field=names.get("completed", "completed"))
-    columns = list(_NON_NEGATIVE) + [f"{s}_{m}_ms" for m in LATENCY_METRICS for s in STATS]
+    columns = list(_NON_NEGATIVE) + [f"{s}_{m}_ms" for m in RUN_LATENCY_METRICS for s in STATS]
     for column in columns:
         value = row.get(column)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
@@ -221,7 +221,7 @@ def fill_latency_stats(row: dict[str, Any], samples_ms: Mapping[str, np.ndarray 
     still missing from ``samples_ms[metric]`` (per-request values, ms) with the project's
     statistics (:func:`hgresearch.metrics.describe`). A stat neither given nor computable stays
     NaN; nothing is interpolated from other percentiles."""
-    for metric in LATENCY_METRICS:
+    for metric in RUN_LATENCY_METRICS:
         median_key, p50_key = f"median_{metric}_ms", f"p50_{metric}_ms"
         if _is_missing(row.get(p50_key)) and not _is_missing(row.get(median_key)):
             row[p50_key] = row[median_key]

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.ingest.common import (
-    LATENCY_METRICS,
+    RUN_LATENCY_METRICS,
     Hardware,
     check_run_values,
     client_date,
@@ -151,7 +151,7 @@ def parse_benchmark(bench: dict[str, Any], document: dict[str, Any], *, file: st
         "energy_j": math.nan, "energy_source": None, "idle_power_w": math.nan,
         "client_limited": None, "run_dir": None,
     }
-    for metric in LATENCY_METRICS:
+    for metric in RUN_LATENCY_METRICS:
         for stat in STATS:
             row[f"{stat}_{metric}_ms"] = math.nan
     for metric, (name, factor) in METRICS.items():

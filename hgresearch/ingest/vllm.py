@@ -35,7 +35,7 @@ import pandas as pd
 
 from hgresearch.errors import InputError
 from hgresearch.ingest.common import (
-    LATENCY_METRICS,
+    RUN_LATENCY_METRICS,
     Hardware,
     check_run_values,
     fill_latency_stats,
@@ -79,7 +79,7 @@ REQUIRED_FIELDS: dict[str, tuple[type, ...]] = {
 #: Keys that may be missing; missing values become NaN (never zero).
 OPTIONAL_NUMERIC = (
     ["failed", "burstiness", "max_concurrency", "request_goodput"]
-    + [f"{stat}_{metric}_ms" for metric in LATENCY_METRICS for stat in STATS]
+    + [f"{stat}_{metric}_ms" for metric in RUN_LATENCY_METRICS for stat in STATS]
 )
 #: Per-request arrays of ``--save-detailed`` (seconds, one entry per request sent).
 ARRAY_FIELDS = ("ttfts", "latencies", "itls", "input_lens", "output_lens", "errors",
@@ -207,7 +207,7 @@ def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware |
         "client_limited": record.get("client_limited"),
         "run_dir": record.get("run_dir"),
     }
-    for metric in LATENCY_METRICS:
+    for metric in RUN_LATENCY_METRICS:
         for stat in STATS:
             key = f"{stat}_{metric}_ms"
             row[key] = num(key)
@@ -230,9 +230,9 @@ def _hardware(record: dict[str, Any], given: Hardware | None, *, file: str,
     name = normalized_gpu(record["gpu_name"], file=file, line=line)
     count = positive_int(record.get("gpu_count", 1), file=file, line=line, field="gpu_count")
     if given is not None and (given.gpu_name, given.gpu_count) != (name, count):
-        raise InputError(f"the record says {count}x {name} but the hardware given says "
-                         f"{given.gpu_count}x {given.gpu_name}", file=file, line=line,
-                         field="gpu_name")
+        raise InputError(f"the record says {hardware_label(name, count)} but the hardware "
+                         f"given says {hardware_label(given.gpu_name, given.gpu_count)}",
+                         file=file, line=line, field="gpu_name")
     return Hardware(name, count, given.replicas if given else 1)
 
 
