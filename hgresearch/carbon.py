@@ -15,16 +15,14 @@ at the break-even intensity ``I* = (m_B - m_A) / (e_A - e_B)``.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-from hgresearch.catalogs import read_catalog
+from hgresearch.catalogs import embodied_catalog, grid_catalog
 from hgresearch.energy import g_co2_per_1m_tok, kwh_per_1m_tok, tokens_per_kwh_of_energy
-from hgresearch.errors import InputError
 from hgresearch.keys import total_gpus
 from hgresearch.units import TOKENS_PER_MILLION, tokens_per_h
 
@@ -35,45 +33,6 @@ SCENARIOS: dict[str, frozenset[str]] = {
     "new": frozenset(),
     "idle_consumer": frozenset({"consumer"}),
 }
-
-
-@functools.cache
-def grid_catalog() -> pd.DataFrame:
-    """Grid carbon intensities (``data/grid_carbon.csv``): ``region``, ``region_name``,
-    ``year``, ``g_co2_per_kwh``, ``basis``, ``source``, ``date``."""
-    table = read_catalog("grid_carbon.csv",
-                         {"region": "str", "region_name": "str", "year": "int",
-                          "g_co2_per_kwh": "g CO2 per kWh", "basis": "str"},
-                         ["year", "g_co2_per_kwh"],
-                         complete=["region", "year", "g_co2_per_kwh", "basis"])
-    if table.region.duplicated().any():
-        index = int(table.region.duplicated().idxmax())
-        raise InputError("duplicate region", file="data/grid_carbon.csv", line=index + 2,
-                         field="region")
-    return table
-
-
-@functools.cache
-def embodied_catalog() -> pd.DataFrame:
-    """Embodied carbon (``data/embodied_carbon.csv``): per ``item`` (GPU name) and
-    ``component`` (``gpu`` or ``host_share``, per GPU slot), ``kg_co2e`` with low/high,
-    ``gpu_class`` (``consumer``/``datacenter``), ``assumptions``, ``source``, ``date``."""
-    table = read_catalog("embodied_carbon.csv",
-                         {"item": "str", "component": "str", "gpu_class": "str",
-                          "kg_co2e": "kg CO2e", "assumptions": "str"},
-                         ["kg_co2e", "kg_co2e_low", "kg_co2e_high"],
-                         complete=["item", "component", "gpu_class", "kg_co2e", "kg_co2e_low",
-                                   "kg_co2e_high", "assumptions"])
-    for index, row in table.iterrows():
-        if not row.kg_co2e_low <= row.kg_co2e <= row.kg_co2e_high:
-            raise InputError("expected kg_co2e_low <= kg_co2e <= kg_co2e_high",
-                             file="data/embodied_carbon.csv", line=int(index) + 2,
-                             field="kg_co2e")
-        if row.component not in ("gpu", "host_share"):
-            raise InputError(f"expected 'gpu' or 'host_share', got {row.component!r}",
-                             file="data/embodied_carbon.csv", line=int(index) + 2,
-                             field="component")
-    return table
 
 
 def grid_intensity(region: str) -> float:
@@ -103,7 +62,8 @@ def _embodied_rows(gpu_name: str) -> pd.DataFrame:
     table = embodied_catalog()
     rows = table[table.item == gpu_name]
     if rows.empty:
-        raise KeyError(f"no embodied carbon for {gpu_name!r} in data/embodied_carbon.csv")
+        raise KeyError(f"no embodied carbon for {gpu_name!r} in "
+                       "hgresearch/catalogs/embodied_carbon.csv")
     return rows
 
 

@@ -4,9 +4,9 @@
    whole run. Power of a configuration = GPU count x replicas x TDP; tokens per hour =
    token throughput x seconds per hour; tokens per kWh = tokens per hour / kWh per hour;
    g CO2 per 1M tokens = grid intensity / (tokens per kWh / 1e6). The paper uses 700 W for the
-   H100 PCIe (the SXM figure; the PCIe board's limit is 350 W, see ``data/hardware.csv``) and
-   450 W for the RTX 4090: ``tdp="paper"`` reproduces that, ``tdp="datasheet"`` uses the
-   catalog's TDP.
+   H100 PCIe (the SXM figure; the PCIe board's limit is 350 W, see
+   ``hgresearch/catalogs/hardware.csv``) and 450 W for the RTX 4090: ``tdp="paper"`` reproduces
+   that, ``tdp="datasheet"`` uses the catalog's TDP.
 2. **Measured energy** from hgresearch run folders (``summary.json`` + ``telemetry.csv`` +
    ``requests.jsonl``, read with :mod:`hgresearch.runfolder`; see docs/measurement.md): NVML
    counter delta (or power integral) over the steady-state window, the idle baseline
@@ -14,8 +14,8 @@
 3. **Utilisation-based power model** for runs without telemetry:
    ``P = P_idle + (P_max - P_idle) * f(u)`` per GPU, with ``u`` the run's token throughput
    relative to the highest throughput of the same model on the same configuration, and
-   ``P_idle``/``P_max`` from ``data/power_model.csv``. A lower bound (low powers, linear ``f``)
-   and an upper bound (high powers, concave ``f``) bracket the energy per token.
+   ``P_idle``/``P_max`` from ``hgresearch/catalogs/power_model.csv``. A lower bound (low powers,
+   linear ``f``) and an upper bound (high powers, concave ``f``) bracket the energy per token.
 
 Token counts are input + output tokens, as in the paper's cost and energy figures. Missing
 measurements stay NaN, never zero.
@@ -23,7 +23,6 @@ measurements stay NaN, never zero.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hgresearch.catalogs import hardware_catalog, read_catalog
+from hgresearch.catalogs import hardware_catalog, power_model_catalog
 from hgresearch.errors import InputError
 from hgresearch.keys import CONFIG_KEYS, hardware_label, total_gpus
 from hgresearch.metrics import bootstrap_intervals
@@ -74,7 +73,8 @@ def tdp_per_gpu_w(gpu_name: str, tdp: str = "paper",
     """Assumed power of one GPU (W).
 
     ``tdp="paper"`` uses :data:`PAPER_TDP_W` (falling back to the catalog for other GPUs),
-    ``"datasheet"`` the ``tdp_w`` of ``data/hardware.csv``. ``overrides`` wins over both.
+    ``"datasheet"`` the ``tdp_w`` of ``hgresearch/catalogs/hardware.csv``. ``overrides`` wins
+    over both.
     NaN when the GPU has no TDP (e.g. ``CPU``).
     """
     if overrides and gpu_name in overrides:
@@ -87,7 +87,7 @@ def tdp_per_gpu_w(gpu_name: str, tdp: str = "paper",
     hw = hardware_catalog()
     row = hw[hw.gpu_name == gpu_name]
     if row.empty:
-        raise KeyError(f"unknown GPU {gpu_name!r}; add it to data/hardware.csv")
+        raise KeyError(f"unknown GPU {gpu_name!r}; add it to hgresearch/catalogs/hardware.csv")
     return float(row.tdp_w.iloc[0])
 
 
@@ -232,32 +232,6 @@ class PowerModel:
         if name not in LOAD_CURVES:
             raise KeyError(f"unknown load curve {name!r}; known: {sorted(LOAD_CURVES)}")
         return LOAD_CURVES[name]
-
-
-@functools.cache
-def power_model_catalog() -> pd.DataFrame:
-    """Per-GPU ``p_idle_w``/``p_max_w`` (central, low, high) with sources
-    (``data/power_model.csv``)."""
-    power_columns = ["p_idle_w", "p_idle_low_w", "p_idle_high_w", "p_max_w", "p_max_low_w",
-                     "p_max_high_w", "power_limit_w"]
-    table = read_catalog(
-        "power_model.csv",
-        {"gpu_name": "str", "p_idle_w": "W", "p_max_w": "W", "power_limit_w": "W"},
-        power_columns, complete=power_columns,
-    )
-    path = "data/power_model.csv"
-    for index, row in table.iterrows():
-        line = int(index) + 2
-        if not row.p_idle_low_w <= row.p_idle_w <= row.p_idle_high_w:
-            raise InputError("expected p_idle_low_w <= p_idle_w <= p_idle_high_w",
-                             file=path, line=line, field="p_idle_w")
-        if not row.p_max_low_w <= row.p_max_w <= row.p_max_high_w <= row.power_limit_w:
-            raise InputError("expected p_max_low_w <= p_max_w <= p_max_high_w <= power_limit_w",
-                             file=path, line=line, field="p_max_w")
-        if row.p_idle_high_w >= row.p_max_low_w:
-            raise InputError("idle power must be below busy power", file=path, line=line,
-                             field="p_idle_high_w")
-    return table
 
 
 def load_fraction(runs: pd.DataFrame) -> pd.Series:

@@ -1,9 +1,9 @@
 """Benchmark models built offline: a model folder from a published architecture, no download.
 
 A folder written here holds a Hugging Face ``config.json`` with the architecture of a catalog
-row in ``data/model_architectures.csv`` (layers, hidden size, heads, KV heads, head dim,
-intermediate size, vocabulary, context) and a byte-level BPE tokenizer trained locally, in
-seconds, on Python's own standard-library sources. There are **no weights**: vLLM serves the
+row in ``hgresearch/catalogs/model_architectures.csv`` (layers, hidden size, heads, KV heads,
+head dim, intermediate size, vocabulary, context) and a byte-level BPE tokenizer trained locally,
+in seconds, on Python's own standard-library sources. There are **no weights**: vLLM serves the
 folder with ``--load-format dummy`` (random weights). Inference speed does not depend on the
 weight values, only on the shapes, so a GPU user can benchmark the paper's 14B architecture
 without downloading 30 GB, provided outputs have a fixed length (``ignore_eos`` in the client:
@@ -25,8 +25,11 @@ from typing import Any
 
 import pandas as pd
 
-from hgresearch.catalogs import model_catalog
+from hgresearch.catalogs import catalog_path, model_catalog
 from hgresearch.errors import InputError
+
+#: The model catalog file, named in errors about its rows.
+ARCHITECTURES_FILE = str(catalog_path("model_architectures.csv"))
 
 #: Marker file written into every synthesized model folder (provenance, catalog row).
 MARKER = "hgresearch_model.json"
@@ -83,7 +86,7 @@ def architecture(name: str) -> Architecture:
     if match.empty:
         known = ", ".join(table.model)
         raise InputError(f"unknown model {name!r}; known: {known}",
-                         file="data/model_architectures.csv", field="model")
+                         file=ARCHITECTURES_FILE, field="model")
     row = match.iloc[0]
     line = int(match.index[0]) + 2
 
@@ -91,7 +94,7 @@ def architecture(name: str) -> Architecture:
         value = row[field]
         if pd.isna(value) or int(value) != value or int(value) <= 0:
             raise InputError(f"expected a positive integer, got {value!r}",
-                             file="data/model_architectures.csv", line=line, field=field)
+                             file=ARCHITECTURES_FILE, line=line, field=field)
         return int(value)
 
     arch = Architecture(
@@ -107,10 +110,10 @@ def architecture(name: str) -> Architecture:
     if arch.architecture not in FAMILY_DEFAULTS:
         raise InputError(f"architecture {arch.architecture!r} is not supported by model synth "
                          f"(supported: {', '.join(FAMILY_DEFAULTS)})",
-                         file="data/model_architectures.csv", line=line, field="architecture")
+                         file=ARCHITECTURES_FILE, line=line, field="architecture")
     if arch.num_attention_heads % arch.num_kv_heads:
         raise InputError("num_attention_heads must be a multiple of num_kv_heads",
-                         file="data/model_architectures.csv", line=line, field="num_kv_heads")
+                         file=ARCHITECTURES_FILE, line=line, field="num_kv_heads")
     return arch
 
 
@@ -193,7 +196,7 @@ def synth_model(name: str, out_dir: str | Path, *, max_position_embeddings: int 
     """Write a weightless model folder for catalog model ``name`` into ``out_dir``.
 
     Args:
-        name: ``model`` (or ``hf_id``) of a row of ``data/model_architectures.csv``.
+        name: ``model`` (or ``hf_id``) of a row of the model catalog.
         out_dir: folder to create (``config.json``, tokenizer files, :data:`MARKER`).
         max_position_embeddings: override the context length (e.g. to fit a KV cache).
         train_vocab: BPE vocabulary learned before filling up to the model's vocabulary.

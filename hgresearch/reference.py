@@ -1,7 +1,7 @@
 """Find or fetch the paper's raw results (IOG-Foundation/llm-inference-benchmarks, pinned).
 
 Lookup order of :func:`reference_dir` (first hit wins; every file is checked against the
-SHA-256 sums committed in ``data/reference/<name>.sha256``):
+SHA-256 sums shipped in ``hgresearch/catalogs/reference/<name>.sha256``):
 
 1. an explicit folder (``--from DIR`` on the command line, ``source=`` here);
 2. the environment variable ``HGRESEARCH_REFERENCE_DIR``;
@@ -17,10 +17,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hgresearch.catalogs import DATA_DIR
+from hgresearch.catalogs import CHECKSUM_DIR
 from hgresearch.errors import HgResearchError
 
-REPO_ROOT = DATA_DIR.parent
+#: The repository root for a source checkout (the folder above the package); for an installed
+#: package this is ``site-packages`` and holds neither notebooks nor a ``pyproject.toml``.
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class ReferenceDataset:
 
     @property
     def checksum_file(self) -> Path:
-        return DATA_DIR / "reference" / f"{self.name}.sha256"
+        """The SHA-256 manifest of the data set (package data)."""
+        return CHECKSUM_DIR / f"{self.name}.sha256"
 
     def checksums(self) -> dict[str, str]:
         """File name -> SHA-256 hex digest, from the committed manifest."""
@@ -78,8 +81,16 @@ def _dataset(name: str) -> ReferenceDataset:
 
 
 def cache_dir() -> Path:
-    """Root of the download cache (``HGRESEARCH_CACHE_DIR`` or ``<repo>/.cache``)."""
-    return Path(os.environ.get("HGRESEARCH_CACHE_DIR", REPO_ROOT / ".cache"))
+    """Root of the download cache: ``HGRESEARCH_CACHE_DIR``, else ``<repo>/.cache`` in a source
+    checkout, else the user's cache folder (an installed package must not write into
+    ``site-packages``)."""
+    if os.environ.get("HGRESEARCH_CACHE_DIR"):
+        return Path(os.environ["HGRESEARCH_CACHE_DIR"])
+    if (REPO_ROOT / "pyproject.toml").exists():
+        return REPO_ROOT / ".cache"
+    import pooch
+
+    return Path(pooch.os_cache("hgresearch"))
 
 
 def sha256_of(path: Path) -> str:

@@ -209,7 +209,8 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
         try:
             gpu_name = normalize_gpu_name(gpu_name)
         except KeyError:
-            raise InputError(f"unknown GPU {gpu_name!r}; add it to data/hardware.csv",
+            raise InputError(f"unknown GPU {gpu_name!r}; add it to "
+                             "hgresearch/catalogs/hardware.csv",
                              file=file, field=f"{where}.gpu_name") from None
         overrides = entry.get("bench") or {}
         if not isinstance(overrides, dict):
@@ -245,7 +246,7 @@ def apply_dummy_weights(sweep: Sweep) -> Sweep:
     Each server entry that names a real model (hub id or folder named like a catalog row) gets
     ``synth`` set, so the sweep builds the model folder offline (config + tokenizer) and serves
     it with ``--load-format dummy``: no download, same shapes, same speed. Entries whose model
-    is not in ``data/model_architectures.csv`` raise :class:`InputError`.
+    is not in ``hgresearch/catalogs/model_architectures.csv`` raise :class:`InputError`.
     """
     from hgresearch.modelsynth import architecture
 

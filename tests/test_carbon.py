@@ -116,8 +116,8 @@ def test_break_even_summary_covers_every_combination():
 
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
-    """Point the catalog loader at a temporary data/ folder (restores caches after)."""
-    monkeypatch.setattr(catalogs, "DATA_DIR", tmp_path)
+    """Point the catalog loaders at a temporary catalog folder (restores caches after)."""
+    monkeypatch.setattr(catalogs, "CATALOG_DIR", tmp_path)
     carbon.grid_catalog.cache_clear()
     carbon.embodied_catalog.cache_clear()
     yield tmp_path

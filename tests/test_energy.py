@@ -140,8 +140,8 @@ def test_power_model_catalog_is_sourced_and_ordered():
 
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
-    """Point the catalog loader at a temporary data/ folder (restores caches after)."""
-    monkeypatch.setattr(catalogs, "DATA_DIR", tmp_path)
+    """Point the catalog loaders at a temporary catalog folder (restores caches after)."""
+    monkeypatch.setattr(catalogs, "CATALOG_DIR", tmp_path)
     energy.power_model_catalog.cache_clear()
     yield tmp_path
     energy.power_model_catalog.cache_clear()

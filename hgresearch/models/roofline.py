@@ -45,12 +45,13 @@ MAX_NUM_SEQS = 256  # vLLM default
 
 def model_constants(model: str, overrides: dict[str, float] | None = None
                     ) -> dict[str, float]:
-    """Bytes and FLOPs per token of a model from ``data/model_architectures.csv``
+    """Bytes and FLOPs per token of a model from ``hgresearch/catalogs/model_architectures.csv``
     (``overrides`` replaces catalog columns, e.g. ``{"weight_bytes_per_param": 2}``)."""
     catalog = model_catalog()
     rows = catalog[catalog.model == model]
     if rows.empty:
-        raise ModelInputError(f"model {model!r} is not in data/model_architectures.csv "
+        raise ModelInputError(f"model {model!r} is not in "
+                              "hgresearch/catalogs/model_architectures.csv "
                               "(add its config.json values there)")
     row = rows.iloc[0].copy()
     for column, value in (overrides or {}).items():
@@ -77,7 +78,8 @@ def gpu_constants(gpu_name: str, overrides: dict[str, float] | None = None
     catalog = hardware_catalog()
     rows = catalog[catalog.gpu_name == gpu_name]
     if rows.empty or not np.isfinite(float(rows.iloc[0].memory_bandwidth_gb_per_s)):
-        raise ModelInputError(f"GPU {gpu_name!r} has no bandwidth/TFLOPS in data/hardware.csv")
+        raise ModelInputError(f"GPU {gpu_name!r} has no bandwidth/TFLOPS in "
+                              "hgresearch/catalogs/hardware.csv")
     row = rows.iloc[0].copy()
     for column, value in (overrides or {}).items():
         row[column] = value

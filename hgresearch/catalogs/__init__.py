@@ -1,7 +1,11 @@
-"""Small reference catalogs shipped in ``data/``: hardware specs, GPU prices, model architectures.
+"""Small reference catalogs shipped with the package (the CSV files beside this module):
+hardware specs, GPU prices, model architectures, the power model's parameters, grid carbon
+intensities and embodied carbon; ``reference/`` holds the SHA-256 manifests of the reference
+data sets (:mod:`hgresearch.reference`).
 
 Every row carries a ``source`` and a ``date``; loaders validate units and missing values so a
-typo in a catalog fails loudly with the file, line and field.
+typo in a catalog fails loudly with the file, line and field. The files are package data, so a
+plain (non-editable) install finds them too.
 """
 
 from __future__ import annotations
@@ -14,15 +18,22 @@ import pandas as pd
 
 from hgresearch.errors import InputError
 
-#: Folder holding the catalogs (``data/`` at the repository root, or next to the package).
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+#: Folder holding the catalog CSV files (this package's folder; they ship as package data).
+CATALOG_DIR = Path(__file__).resolve().parent
+#: Folder holding the SHA-256 manifests ``<dataset>.sha256`` of the reference data sets.
+CHECKSUM_DIR = CATALOG_DIR / "reference"
+
+
+def catalog_path(name: str) -> Path:
+    """Path of the catalog file ``name`` (such as ``hardware.csv``)."""
+    return CATALOG_DIR / name
 
 
 def read_catalog(name: str, required: dict[str, str], nonnegative: list[str],
                  complete: list[str] | tuple[str, ...] = ()) -> pd.DataFrame:
-    """Read ``data/<name>`` and check required columns, sources and dates, non-negative
-    numbers, and that the ``complete`` columns have a value in every row."""
-    path = DATA_DIR / name
+    """Read the catalog file ``name`` and check required columns, sources and dates,
+    non-negative numbers, and that the ``complete`` columns have a value in every row."""
+    path = catalog_path(name)
     if not path.exists():
         raise InputError("catalog file not found", file=str(path))
     with open(path, newline="", encoding="utf-8") as handle:
@@ -123,5 +134,71 @@ def gpu_price_usd_per_h(gpu_name: str, scenario: str = "alternative") -> float:
     if row.empty:
         known = sorted(set(prices.scenario))
         raise KeyError(f"no price for GPU {gpu_name!r} in scenario {scenario!r} "
-                       f"(scenarios: {known}; edit data/prices.csv to add one)")
+                       f"(scenarios: {known}; edit {catalog_path('prices.csv')} to add one)")
     return float(row.price_usd_per_gpu_h.iloc[0])
+
+
+@functools.cache
+def power_model_catalog() -> pd.DataFrame:
+    """Per-GPU idle and busy power of the utilisation power model (``power_model.csv``):
+    ``gpu_name``, ``p_idle_w``/``p_max_w`` with ``_low_w``/``_high_w`` bounds, the board's
+    ``power_limit_w``, ``source`` and ``date``. Checks ``low <= central <= high``, busy power
+    within the board limit and idle power below busy power."""
+    power_columns = ["p_idle_w", "p_idle_low_w", "p_idle_high_w", "p_max_w", "p_max_low_w",
+                     "p_max_high_w", "power_limit_w"]
+    table = read_catalog(
+        "power_model.csv",
+        {"gpu_name": "str", "p_idle_w": "W", "p_max_w": "W", "power_limit_w": "W"},
+        power_columns, complete=power_columns,
+    )
+    path = str(catalog_path("power_model.csv"))
+    for index, row in table.iterrows():
+        line = int(index) + 2
+        if not row.p_idle_low_w <= row.p_idle_w <= row.p_idle_high_w:
+            raise InputError("expected p_idle_low_w <= p_idle_w <= p_idle_high_w",
+                             file=path, line=line, field="p_idle_w")
+        if not row.p_max_low_w <= row.p_max_w <= row.p_max_high_w <= row.power_limit_w:
+            raise InputError("expected p_max_low_w <= p_max_w <= p_max_high_w <= power_limit_w",
+                             file=path, line=line, field="p_max_w")
+        if row.p_idle_high_w >= row.p_max_low_w:
+            raise InputError("idle power must be below busy power", file=path, line=line,
+                             field="p_idle_high_w")
+    return table
+
+
+@functools.cache
+def grid_catalog() -> pd.DataFrame:
+    """Grid carbon intensities (``grid_carbon.csv``), one row per region: ``region``,
+    ``region_name``, ``year``, ``g_co2_per_kwh``, ``basis``, ``source``, ``date``."""
+    table = read_catalog("grid_carbon.csv",
+                         {"region": "str", "region_name": "str", "year": "int",
+                          "g_co2_per_kwh": "g CO2 per kWh", "basis": "str"},
+                         ["year", "g_co2_per_kwh"],
+                         complete=["region", "year", "g_co2_per_kwh", "basis"])
+    if table.region.duplicated().any():
+        index = int(table.region.duplicated().idxmax())
+        raise InputError("duplicate region", file=str(catalog_path("grid_carbon.csv")),
+                         line=index + 2, field="region")
+    return table
+
+
+@functools.cache
+def embodied_catalog() -> pd.DataFrame:
+    """Embodied carbon (``embodied_carbon.csv``): per ``item`` (GPU name) and ``component``
+    (``gpu`` or ``host_share``, per GPU slot), ``kg_co2e`` with ``_low``/``_high`` bounds,
+    ``gpu_class`` (``consumer``/``datacenter``), ``assumptions``, ``source``, ``date``."""
+    table = read_catalog("embodied_carbon.csv",
+                         {"item": "str", "component": "str", "gpu_class": "str",
+                          "kg_co2e": "kg CO2e", "assumptions": "str"},
+                         ["kg_co2e", "kg_co2e_low", "kg_co2e_high"],
+                         complete=["item", "component", "gpu_class", "kg_co2e", "kg_co2e_low",
+                                   "kg_co2e_high", "assumptions"])
+    path = str(catalog_path("embodied_carbon.csv"))
+    for index, row in table.iterrows():
+        if not row.kg_co2e_low <= row.kg_co2e <= row.kg_co2e_high:
+            raise InputError("expected kg_co2e_low <= kg_co2e <= kg_co2e_high",
+                             file=path, line=int(index) + 2, field="kg_co2e")
+        if row.component not in ("gpu", "host_share"):
+            raise InputError(f"expected 'gpu' or 'host_share', got {row.component!r}",
+                             file=path, line=int(index) + 2, field="component")
+    return table
