@@ -4,7 +4,8 @@ The notebooks run are those in ``notebooks/`` whose metadata has
 ``{"hgresearch": {"reproduce": true}}``, in file-name order. Each gets the parameters
 ``reference_dir``, ``build_dir`` and ``paper_dir``; executed copies go to
 ``<build_dir>/notebooks/``. A failing notebook stops the run and names the notebook, the cell
-and the error; its executed copy is kept for inspection.
+and the error; its executed copy is kept for inspection. Without a local copy of the reference
+data, ``reproduce`` downloads it first (:func:`hgresearch.reference.find_or_fetch`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hgresearch.errors import HgResearchError
-from hgresearch.reference import REPO_ROOT, reference_dir
+from hgresearch.reference import REPO_ROOT, find_or_fetch
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
@@ -51,14 +52,15 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict) -> None:
 
 def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
                   paper_dir: Path = Path("paper"),
-                  echo: Callable[[str], None] = print) -> dict[str, float]:
-    """Execute every reproduce notebook; returns wall seconds per notebook."""
-    ref = reference_dir("ionet-aibc2025", source)
+                  echo: Callable[[str], None] = print,
+                  notebooks: list[Path] | None = None) -> dict[str, float]:
+    """Execute every reproduce notebook (or ``notebooks``); returns wall seconds per notebook."""
+    ref = find_or_fetch("ionet-aibc2025", source, echo=echo)
     build_dir = Path(build_dir).resolve()
     paper_dir = Path(paper_dir).resolve()
     parameters = {"reference_dir": str(ref), "build_dir": str(build_dir),
                   "paper_dir": str(paper_dir)}
-    notebooks = reproduce_notebooks()
+    notebooks = reproduce_notebooks() if notebooks is None else notebooks
     echo(f"reference data: {ref}")
     timings: dict[str, float] = {}
     for index, notebook in enumerate(notebooks, start=1):

@@ -7,15 +7,20 @@ SHA-256 sums shipped in ``hgresearch/catalogs/reference/<name>.sha256``):
 2. the environment variable ``HGRESEARCH_REFERENCE_DIR``;
 3. a sibling checkout layout: ``../shared/reference/<name>/results`` next to the repository;
 4. the download cache ``$HGRESEARCH_CACHE_DIR/reference/<name>`` (default ``.cache/`` in the
-   repository, git-ignored), filled by ``hgresearch data fetch <name>``.
+   repository, git-ignored; the user's cache folder for an installed package), filled by
+   ``hgresearch data fetch <name>`` — and by ``hgresearch reproduce``
+   (:func:`find_or_fetch`) when none of the four holds a copy.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from hgresearch.catalogs import CHECKSUM_DIR
 from hgresearch.errors import HgResearchError
@@ -72,6 +77,10 @@ class ReferenceDataError(HgResearchError, RuntimeError):
     """The reference data could not be found, fetched or verified."""
 
     exit_code = 2
+
+
+class ReferenceDataMissing(ReferenceDataError):
+    """No copy was found, or only an incomplete download: :func:`fetch` can (re)fill the cache."""
 
 
 def _dataset(name: str) -> ReferenceDataset:
@@ -148,10 +157,18 @@ def reference_dir(name: str = "ionet-aibc2025", source: str | Path | None = None
             if explicit:
                 raise ReferenceDataError(f"{origin} names {path}, which is not a folder")
             continue
-        verify(path, name)
+        if origin == "cache":
+            try:
+                verify(path, name)
+            except ReferenceDataError as err:  # an interrupted download: fetch() resumes it
+                raise ReferenceDataMissing(
+                    f"the download cache is incomplete: {err}\n"
+                    f"Complete it with `hgresearch data fetch {name}`.") from None
+        else:
+            verify(path, name)
         return path
     dataset = _dataset(name)
-    raise ReferenceDataError(
+    raise ReferenceDataMissing(
         f"no copy of the reference data {name!r} was found. Get one with\n"
         f"    hgresearch data fetch {name}\n"
         f"(downloads {dataset.repository}@{dataset.commit[:10]}/{dataset.folder} into "
@@ -176,19 +193,50 @@ def fetch(name: str = "ionet-aibc2025", source: str | Path | None = None,
     registry = {file: f"sha256:{digest}" for file, digest in dataset.checksums().items()}
     fetcher = pooch.create(path=target, base_url=dataset.base_url, registry=registry,
                            retry_if_failed=2)
-    files = sorted(registry)
-    iterator = files
-    if progress:
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        iterator = tqdm(files, desc=f"fetch {name}", unit="file")
+    pooch_logger = pooch.get_logger()
+    level = pooch_logger.level
+    # One progress bar for the whole set instead of a "Downloading file ..." line per file.
+    pooch_logger.setLevel(logging.WARNING)
     try:
-        for file in iterator:
-            fetcher.fetch(file, progressbar=False)
-    except Exception as err:  # network, HTTP or hash errors: say what to do instead
-        raise ReferenceDataError(
-            f"download from {dataset.base_url} failed at {file}: {err}\n"
-            f"If this machine cannot reach GitHub, copy the folder by other means and use "
-            f"`--from DIR` or HGRESEARCH_REFERENCE_DIR.") from err
+        with tqdm(sorted(registry), desc=f"fetch {name}", unit="file",
+                  disable=not progress) as files:
+            for file in files:
+                fetcher.fetch(file, progressbar=False)
+    except Exception as err:  # network, HTTP or hash errors: say what failed and what to do
+        raise ReferenceDataError(_download_failed(dataset, file, err)) from None
+    finally:
+        pooch_logger.setLevel(level)
     verify(target, name)
     return target
+
+
+def _download_failed(dataset: ReferenceDataset, file: str, err: Exception) -> str:
+    host = urlsplit(dataset.base_url).netloc or dataset.base_url
+    return (
+        f"could not download the reference data {dataset.name!r}: fetching {file} from "
+        f"{dataset.base_url} (host {host}) failed with {type(err).__name__}: {err}\n"
+        f"If this machine cannot reach {host}, copy {dataset.repository}@{dataset.commit[:10]}/"
+        f"{dataset.folder} by other means and point to the copy with\n"
+        f"    export HGRESEARCH_REFERENCE_DIR=/path/to/{dataset.folder}\n"
+        f"or `--from /path/to/{dataset.folder}` on the command line "
+        f"(files already downloaded stay in {cache_dir() / 'reference' / dataset.name}).")
+
+
+def find_or_fetch(name: str = "ionet-aibc2025", source: str | Path | None = None,
+                  progress: bool = True, echo: Callable[[str], None] = print) -> Path:
+    """The folder :func:`reference_dir` finds; when it finds no copy (or an interrupted
+    download), download one with :func:`fetch` first, saying so through ``echo``.
+
+    Explicitly named folders that are invalid and local copies that fail verification are
+    errors, never replaced by a download.
+    """
+    try:
+        return reference_dir(name, source)
+    except ReferenceDataMissing:
+        dataset = _dataset(name)
+        echo(f"no complete local copy of the reference data {name!r}: downloading "
+             f"{dataset.repository}@{dataset.commit[:10]}/{dataset.folder} from "
+             f"{dataset.base_url} into {cache_dir() / 'reference' / name}")
+    return fetch(name, progress=progress)
