@@ -14,9 +14,13 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hgresearch.errors import HgResearchError
 from hgresearch.reference import REPO_ROOT, find_or_fetch
+
+if TYPE_CHECKING:
+    from traitlets.config import Config
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
@@ -43,18 +47,41 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters,
-                            progress_bar=False, cwd=str(REPO_ROOT), kernel_name="python3")
+                            progress_bar=False, cwd=str(REPO_ROOT), kernel_name="python3",
+                            config=_kernel_config())
     except PapermillExecutionError as err:
         raise NotebookFailed(
             f"{notebook} failed in cell {err.exec_count} ({err.ename}: {err.evalue}).\n"
             f"The executed copy is kept at {output} for inspection.") from None
 
 
+def _kernel_config() -> Config:
+    """Kernel manager settings for papermill: CurveZMQ transport encryption where pyzmq has it.
+
+    Without it every kernel logs "Kernel is running over TCP without encryption" to our stderr;
+    with ``auto`` the manager provisions keys for kernels whose spec declares support (ipykernel
+    does) and falls back to plain TCP for others."""
+    import zmq
+    from traitlets.config import Config
+
+    config = Config()
+    config.KernelManager.transport_encryption = "auto" if zmq.has("curve") else "disabled"
+    return config
+
+
+def _headline_path(build_dir: Path, name: str) -> Path:
+    return Path(build_dir) / "headline" / f"{name}.json"
+
+
 def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
                   paper_dir: Path = Path("paper"),
                   echo: Callable[[str], None] = print,
                   notebooks: list[Path] | None = None) -> dict[str, float]:
-    """Execute every reproduce notebook (or ``notebooks``); returns wall seconds per notebook."""
+    """Execute every reproduce notebook (or ``notebooks``); returns wall seconds per notebook.
+
+    Prints the headline numbers the notebooks of this run recorded with
+    :func:`write_headline` (a notebook's old numbers are removed before it runs).
+    """
     ref = find_or_fetch("ionet-aibc2025", source, echo=echo)
     build_dir = Path(build_dir).resolve()
     paper_dir = Path(paper_dir).resolve()
@@ -63,25 +90,31 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
     notebooks = reproduce_notebooks() if notebooks is None else notebooks
     echo(f"reference data: {ref}")
     timings: dict[str, float] = {}
+    headline: dict[str, object] = {}
     for index, notebook in enumerate(notebooks, start=1):
         start = time.perf_counter()
         echo(f"[{index}/{len(notebooks)}] {notebook.name} ...")
+        _headline_path(build_dir, notebook.stem).unlink(missing_ok=True)
         execute_notebook(notebook, build_dir / "notebooks" / notebook.name, parameters)
         timings[notebook.name] = time.perf_counter() - start
         echo(f"[{index}/{len(notebooks)}] {notebook.name} done in {timings[notebook.name]:.1f} s")
-    headlines = sorted((build_dir / "headline").glob("*.json"))
-    if headlines:
+        recorded = _headline_path(build_dir, notebook.stem)
+        if recorded.exists():
+            headline.update(json.loads(recorded.read_text()))
+    if headline:
         echo("headline numbers:")
-    for path in headlines:
-        for key, value in json.loads(path.read_text()).items():
+        for key, value in headline.items():
             echo(f"  {key}: {value}")
     echo(f"tables in {paper_dir / 'tables'}, figures in {paper_dir / 'figures'}")
     return timings
 
 
 def write_headline(build_dir: str | Path, name: str, numbers: dict[str, object]) -> Path:
-    """Record a notebook's headline numbers; ``reproduce`` prints them at the end."""
-    path = Path(build_dir) / "headline" / f"{name}.json"
+    """Record a notebook's headline numbers; ``reproduce`` prints them at the end.
+
+    ``name`` is the notebook's file name without ``.ipynb``: ``reproduce`` reads the numbers of
+    the notebooks it ran by that name (and removes them before the notebook runs again)."""
+    path = _headline_path(build_dir, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(numbers, indent=1, default=str) + "\n")
     return path

@@ -11,7 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from hgresearch.cli import app
-from hgresearch.pipeline import NotebookFailed, execute_notebook, reproduce_notebooks
+from hgresearch.pipeline import (
+    NotebookFailed,
+    execute_notebook,
+    reproduce_notebooks,
+    run_reproduce,
+    write_headline,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +50,11 @@ def test_notebooks_are_committed_clean():
 def test_reproduce_writes_tables_and_figures(reproduced):
     root, output = reproduced
     assert "02_ingest.ipynb done" in output and "03_cost_performance.ipynb done" in output
-    assert "headline numbers:" in output
+    lines = output.splitlines()
+    header = lines.index("headline numbers:")
+    assert lines[header + 1].startswith("  ") and ": " in lines[header + 1]
+    assert "  table3_efficiency_ratio: 3.1" in lines[header:]
+    assert "without encryption" not in output
     tables = root / "paper" / "tables"
     figures = root / "paper" / "figures"
     for stem in ("table1_gpu_prices", "table2_cost_performance"):
@@ -90,3 +100,30 @@ def test_failing_notebook_names_cell_and_keeps_copy(tmp_path):
     message = str(info.value)
     assert "broken.ipynb" in message and "cell 2" in message and "ZeroDivisionError" in message
     assert output.exists()
+
+
+def test_reproduce_prints_no_empty_or_stale_headline_and_no_kernel_warning(reference_dir,
+                                                                          tmp_path, capfd):
+    """A run whose notebooks record no numbers prints no "headline numbers:" header, nor the
+    numbers a notebook of an earlier run left in build/headline; the kernels' "running over
+    TCP without encryption" warning (written by the kernel process to the inherited stderr,
+    hence capfd) does not appear."""
+    nb = nbformat.v4.new_notebook()
+    parameters = nbformat.v4.new_code_cell('build_dir = "build"')
+    parameters.metadata["tags"] = ["parameters"]
+    nb.cells = [parameters, nbformat.v4.new_code_cell(
+        "from hgresearch.pipeline import write_headline\n"
+        "write_headline(build_dir, '01_silent', {})")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    notebook = tmp_path / "01_silent.ipynb"
+    nbformat.write(nb, notebook)
+    write_headline(tmp_path / "build", "99_removed_notebook", {"stale number": 1})
+    lines: list[str] = []
+    run_reproduce(source=reference_dir, build_dir=tmp_path / "build",
+                  paper_dir=tmp_path / "paper", echo=lines.append, notebooks=[notebook])
+    assert "[1/1] 01_silent.ipynb ..." in lines
+    assert "headline numbers:" not in lines
+    assert not any("stale number" in line for line in lines)
+    captured = capfd.readouterr()
+    assert "without encryption" not in captured.err + captured.out
