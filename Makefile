@@ -4,12 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install reproduce test test-fast lint clean vllm-cpu test-integration sweep-cpu
+.PHONY: install reproduce test test-fast lint clean vllm-cpu test-integration sweep-cpu lab
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python scripts/install_kernel.py --display-name "hgresearch ($(VENV))"
 	@touch $(STAMP)
 
 install: $(STAMP)  ## create .venv (if missing) and install hgresearch with dev tools
@@ -19,6 +20,10 @@ reproduce: $(STAMP)  ## regenerate paper/tables and paper/figures from the raw r
 
 test: $(STAMP)  ## the whole test suite (what CI runs)
 	$(BIN)/python -m pytest -q
+
+lab: $(STAMP)  ## JupyterLab on the project's kernel ("hgresearch (.venv)") with notebooks/ open
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks \
+		--MappingKernelManager.default_kernel_name=hgresearch
 
 # vLLM for CPU lives in its own environment, used only to run the server (docs/serving.md);
 # nothing of it is needed for `make reproduce`.
