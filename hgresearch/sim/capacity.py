@@ -34,7 +34,7 @@ def _gpu_row(gpu: str) -> Any:
     try:
         name = normalize_gpu_name(gpu)
     except KeyError:
-        raise InputError(f"unknown GPU {gpu!r} (add it to data/hardware.csv)",
+        raise InputError(f"unknown GPU {gpu!r} (add it to hgresearch/catalogs/hardware.csv)",
                          field="gpu") from None
     table = hardware_catalog()
     return table[table.gpu_name == name].iloc[0]
