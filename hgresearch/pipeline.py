@@ -82,6 +82,10 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
     Prints the headline numbers the notebooks of this run recorded with
     :func:`write_headline` (a notebook's old numbers are removed before it runs).
     """
+    if notebooks is None and not NOTEBOOK_DIR.is_dir():
+        # an installed (non-editable) package has the library but not the notebooks
+        raise HgResearchError(f"no notebooks at {NOTEBOOK_DIR}: reproduce runs the notebooks of "
+                              "a source checkout (git clone, then `make reproduce`)")
     ref = find_or_fetch("ionet-aibc2025", source, echo=echo)
     build_dir = Path(build_dir).resolve()
     paper_dir = Path(paper_dir).resolve()

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hgresearch.cli import app
+from hgresearch.errors import HgResearchError
 from hgresearch.pipeline import (
     NotebookFailed,
     execute_notebook,
@@ -127,3 +128,13 @@ def test_reproduce_prints_no_empty_or_stale_headline_and_no_kernel_warning(refer
     assert not any("stale number" in line for line in lines)
     captured = capfd.readouterr()
     assert "without encryption" not in captured.err + captured.out
+
+
+def test_reproduce_without_notebooks_says_it_needs_a_checkout(tmp_path, monkeypatch):
+    """As from an installed package: no notebooks folder is an error before any download."""
+    from hgresearch import pipeline
+
+    monkeypatch.setattr(pipeline, "NOTEBOOK_DIR", tmp_path / "site-packages" / "notebooks")
+    monkeypatch.setattr(pipeline, "find_or_fetch", lambda *a, **k: pytest.fail("fetched"))
+    with pytest.raises(HgResearchError, match="reproduce runs the notebooks of a source checkout"):
+        run_reproduce(build_dir=tmp_path / "build", paper_dir=tmp_path / "paper")
