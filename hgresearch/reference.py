@@ -187,14 +187,14 @@ def fetch(name: str = "ionet-aibc2025", source: str | Path | None = None,
     if source is not None:
         return reference_dir(name, source)
     import pooch
+    from tqdm import tqdm
 
     dataset = _dataset(name)
     target = cache_dir() / "reference" / name
     registry = {file: f"sha256:{digest}" for file, digest in dataset.checksums().items()}
     fetcher = pooch.create(path=target, base_url=dataset.base_url, registry=registry,
                            retry_if_failed=2)
-    from tqdm import tqdm
-
+    file = sorted(registry)[0]
     pooch_logger = pooch.get_logger()
     level = pooch_logger.level
     # One progress bar for the whole set instead of a "Downloading file ..." line per file.
