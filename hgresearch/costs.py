@@ -1,5 +1,5 @@
 """Cost of benchmark runs: cost per run, per 1M tokens (input+output, as the paper) and per 1M
-output tokens, tokens per dollar, under a price scenario from ``data/prices.csv``."""
+output tokens, tokens per dollar, under a price scenario from ``hgresearch/catalogs/prices.csv``."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def add_costs(runs: pd.DataFrame, scenario: str = "alternative",
 
     Args:
         runs: the runs table (:func:`hgresearch.ingest.read_runs`).
-        scenario: price scenario of ``data/prices.csv`` (``alternative`` is the paper's).
+        scenario: price scenario of ``hgresearch/catalogs/prices.csv`` (``alternative`` is the
+            paper's).
         prices_usd_per_gpu_h: overrides per normalized GPU name (e.g. ``{"RTX-4090": 0.30}``).
 
     Adds ``price_usd_per_gpu_h``, ``cost_usd`` (per run), ``cost_usd_per_1m_tok``

@@ -195,7 +195,7 @@ def _package_versions() -> dict[str, str | None]:
 
 
 def _resolve_hardware(config: BenchConfig, inventory: list[dict[str, Any]]) -> tuple[str, int]:
-    """GPU name (normalized, in data/hardware.csv) and count: override, else NVML, else CPU."""
+    """GPU name (normalized, in the hardware catalog) and count: override, else NVML, else CPU."""
     from hgresearch.catalogs import normalize_gpu_name
 
     if config.gpu_name:
@@ -204,8 +204,8 @@ def _resolve_hardware(config: BenchConfig, inventory: list[dict[str, Any]]) -> t
         try:
             name = normalize_gpu_name(str(inventory[0]["name"]))
         except KeyError:
-            warnings.warn(f"GPU {inventory[0]['name']!r} is not in data/hardware.csv; "
-                          "pass gpu_name", stacklevel=3)
+            warnings.warn(f"GPU {inventory[0]['name']!r} is not in "
+                          "hgresearch/catalogs/hardware.csv; pass gpu_name", stacklevel=3)
             name = str(inventory[0]["name"])
     else:
         name = "CPU"

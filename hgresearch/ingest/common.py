@@ -100,8 +100,9 @@ def normalized_gpu(raw: Any, *, file: str | None, line: int | None = None,
     try:
         return normalize_gpu_name(raw)
     except KeyError:
-        raise InputError(f"unknown GPU {raw!r}; add it (or an alias) to data/hardware.csv",
-                         file=file, line=line, field=field) from None
+        raise InputError(f"unknown GPU {raw!r}; add it (or an alias) to "
+                         "hgresearch/catalogs/hardware.csv", file=file, line=line,
+                         field=field) from None
 
 
 def hardware_from_mapping(data: Mapping[str, Any], *, file: str) -> Hardware:
