@@ -1,4 +1,4 @@
-"""Client overhead benchmark (issue item 10) — a benchmark, not a test: run it by hand.
+"""Client overhead benchmark — a benchmark, not a test: run it by hand.
 
 Against the local streaming test server (its own process) on this machine, it measures:
 

@@ -1,4 +1,4 @@
-"""One definition of each formula, key set and label (issue 9, "Formulas").
+"""One definition of each formula, key set and label: each lives in one module and every caller uses it.
 
 Every table builder that shows a cost must charge every GPU of every replica; the
 bootstraps behind the tables must be :func:`hgresearch.metrics.bootstrap_intervals`; the

@@ -34,7 +34,7 @@ from hgresearch.models.common import (
 )
 from hgresearch.models.latency import DEFAULT_RHO_MAX, fit_latency
 
-#: Goals of the issue: capacity (throughput) within 10 %, TTFT p90 within 25 % below saturation.
+#: Validation goals: capacity (throughput) within 10 %, TTFT p90 within 25 % below saturation.
 THROUGHPUT_GOAL_PCT = 10.0
 TTFT_GOAL_PCT = 25.0
 
