@@ -168,3 +168,23 @@ def test_unknown_model_found_when_simulating_names_the_entry(tmp_path: Path) -> 
         """))
     with pytest.raises(InputError, match=r"fleet.yaml:3, field 'model': NoSuchModel on 1x"):
         sim_replicas(load_fleet(path))
+
+
+def test_cli_sim_fleet_prints_per_replica_and_overall(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hgresearch.cli import app
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text(FLEET_YAML)
+    result = CliRunner().invoke(app, ["sim", "fleet", str(path), "--policy", "jsq", "--qps",
+                                      "20", "--num-prompts", "60", "--seed", "1"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"fleet {path}, policy jsq, 20 req/s, 60 requests")
+    assert sum(" on 2x RTX-4090 #" in line for line in lines) == 3
+    assert lines[-1].split()[:3] == ["all", "7", "60"]  # 1 + 3 × 2 GPUs, every request
+    path.write_text("replicas:\n  - config: nonsense\n")
+    bad = CliRunner().invoke(app, ["sim", "fleet", str(path)])
+    assert bad.exit_code == 2
+    assert f"{path}:2, field 'replicas[0].config'" in bad.output
