@@ -223,6 +223,23 @@ def _parse_replica(entry: Any, i: int, fail: Any, file: str | None,
         file=file, line=lines.get(where)) for k in range(count)]
 
 
+def bench_endpoints(fleet: Fleet, default_model: str) -> list[dict[str, Any]]:
+    """The fleet as the live benchmark's endpoints (``BenchConfig.fleet``): every replica needs
+    a ``base_url``; ``served_model`` defaults to ``default_model``; the capacity weight to 1
+    (the live router knows no step-time model); the price to the file's, else 0."""
+    out = []
+    for spec in fleet.replicas:
+        if spec.base_url is None:
+            raise InputError(f"{spec.name}: a live fleet needs every replica's base_url",
+                             file=spec.file, line=spec.line, field="base_url")
+        price = spec.price_usd_per_gpu_h
+        out.append({"base_url": spec.base_url, "model": spec.served_model or default_model,
+                    "name": spec.name, "capacity_weight": spec.capacity_weight or 1.0,
+                    "price_usd_per_h": 0.0 if price is None else price * spec.num_gpus,
+                    "max_outstanding": spec.max_outstanding})
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # simulation
 # ---------------------------------------------------------------------------------------------
