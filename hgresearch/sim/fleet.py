@@ -6,21 +6,20 @@ endpoint (``base_url``, for ``hgresearch bench --fleet``), step-time coefficient
 limits. :func:`load_fleet` reads and checks it (errors name file, line and field).
 
 :func:`run_fleet` simulates the fleet with ONE event loop over all replicas (one clock, one
-heap): the router (:class:`hgresearch.routing.Router`) picks a replica at each arrival from the
-replicas' outstanding work at that instant, and a replica's completions release it at the
-instant they happen, so state-dependent policies (JSQ, least tokens, spill-over) see what a
-live router would. Each replica is a :class:`~hgresearch.sim.scheduler.VllmV1Scheduler`, stepped
-exactly as :func:`~hgresearch.sim.simulator.run_replica` steps one (a one-replica fleet gives
-the same table; a test checks it).
+heap; :func:`hgresearch.sim.simulator.run_replicas`): the router
+(:class:`hgresearch.routing.Router`) picks a replica at each arrival from the replicas'
+outstanding work at that instant, and a replica's completions release it at the instant they
+happen, so state-dependent policies (JSQ, least tokens, spill-over) see what a
+live router would. Each replica is a :class:`~hgresearch.sim.scheduler.VllmV1Scheduler`;
+:func:`~hgresearch.sim.simulator.run_replica` is the same loop with one replica (a test checks
+that a one-replica fleet gives the same table).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 from dataclasses import dataclass, field
-from math import inf
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,9 @@ import pandas as pd
 import yaml
 
 from hgresearch.errors import InputError
-from hgresearch.routing import ReplicaState, Router, RouteRequest, RoutingPolicy
-from hgresearch.sim import events
+from hgresearch.routing import ReplicaState, Router, RoutingPolicy
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
-from hgresearch.sim.scheduler import VllmV1Scheduler
-from hgresearch.sim.simulator import ReplicaRun, make_requests, requests_frame
+from hgresearch.sim.simulator import ReplicaRun, make_requests, requests_frame, run_replicas
 from hgresearch.sim.step_time import LinearStepTimeModel, StepTimeModel
 
 #: ``MODEL on Nx GPU`` (the configuration label of :func:`hgresearch.keys.config_label`).
@@ -348,70 +345,13 @@ class FleetRun:
 
 def run_fleet(replicas: list[SimReplica], policy: RoutingPolicy, requests: list[SimRequest],
               *, skip_quiet_steps: bool = True) -> FleetRun:
-    """Simulate ``requests`` (indices 0..n-1) arriving at a fleet routed by ``policy``.
-
-    One heap holds every replica's events; at the same instant arrivals come first (as in
-    :func:`~hgresearch.sim.simulator.run_replica`), so a request arriving when another finishes
-    sees the replica still busy with it. A replica's stretch of quiet decode steps
-    (:meth:`~hgresearch.sim.scheduler.VllmV1Scheduler.skip_quiet_steps`) is cut at the next
-    arrival to the fleet: no request finishes in it, so no router state changes.
-    """
-    n = len(replicas)
-    schedulers = [VllmV1Scheduler(r.config) for r in replicas]
-    step_times = [r.step_model.step_time_s for r in replicas]
+    """Simulate ``requests`` (indices 0..n-1) arriving at a fleet routed by ``policy``: one
+    clock and one heap for every replica (:func:`~hgresearch.sim.simulator.run_replicas`, the
+    loop :func:`~hgresearch.sim.simulator.run_replica` runs with one replica)."""
     router = Router(policy, [r.state() for r in replicas])
-    route = {r.index: RouteRequest(r.prompt_tokens, r.output_tokens) for r in requests}
-    replica_of = [-1] * len(requests)
-    counts = [[0, 0, 0] for _ in range(n)]  # arrivals, steps, completions per replica
-    end_s = [0.0] * n
-    queue = events.EventQueue()
-    heap, push = queue.heap, queue.push
-    pending = sorted(requests, key=lambda r: (r.arrival_s, r.index))
-    n_pending, next_arrival = len(pending), 0
-    if pending:
-        push(pending[0].arrival_s, events.ARRIVAL, pending[0])
-    busy = [False] * n
-
-    def start_step(i: int, t: float) -> bool:
-        prefill, decode, kv_read = schedulers[i].schedule()
-        if prefill == 0 and decode == 0:
-            return False
-        push(t + step_times[i](prefill, decode, kv_read), events.STEP_END, i)
-        return True
-
-    while heap:
-        now, kind, _, payload = heapq.heappop(heap)
-        if kind == events.STEP_END:
-            i, scheduler = payload, schedulers[payload]
-            counts[i][1] += 1
-            for r in scheduler.complete_step(now):
-                counts[i][2] += 1
-                router.release(i, route[r.index])
-            t = now
-            if skip_quiet_steps:
-                horizon = pending[next_arrival].arrival_s if next_arrival < n_pending else inf
-                t, skipped = scheduler.skip_quiet_steps(now, horizon, step_times[i])
-                counts[i][1] += skipped
-            end_s[i] = t
-            busy[i] = scheduler.has_work() and start_step(i, t)
-        elif kind == events.ARRIVAL:
-            i = router.dispatch(route[payload.index])
-            replica_of[payload.index] = i
-            counts[i][0] += 1
-            schedulers[i].add_request(payload)
-            next_arrival += 1
-            if next_arrival < n_pending:
-                r = pending[next_arrival]
-                push(r.arrival_s, events.ARRIVAL, r)
-            if not busy[i]:
-                busy[i] = True
-                push(now, events.STEP_START, i)
-        else:
-            busy[payload] = start_step(payload, now)
-    runs = [ReplicaRun(requests=[r for r in requests if replica_of[r.index] == i],
-                       num_arrivals=c[0], num_steps=c[1], num_completions=c[2],
-                       num_preemptions=schedulers[i].num_preemptions, end_s=end_s[i])
-            for i, c in enumerate(counts)]
+    runs, replica_of = run_replicas([r.config for r in replicas],
+                                    [r.step_model for r in replicas], requests, router,
+                                    skip_quiet_steps=skip_quiet_steps)
     return FleetRun(requests=requests, replica_of=replica_of, runs=runs)
 
 
