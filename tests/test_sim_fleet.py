@@ -110,6 +110,27 @@ def test_summary_per_replica_and_overall_with_costs() -> None:
     assert table.cost_usd_per_1m_tok.iloc[3] == pytest.approx(
         table.cost_usd.iloc[3] / (tokens / 1e6))
     assert table.p99_ttft_ms.iloc[3] == pytest.approx(np.percentile(frame.ttft_ms, 99))
+    # Test replicas name no GPU: no TDP, so energy is missing (NaN), never zero.
+    assert table.tdp_energy_j.isna().all()
+
+
+def test_summary_energy_and_carbon_follow_the_paper_tdp_model(tmp_path: Path) -> None:
+    from hgresearch.energy import PAPER_GRID_G_PER_KWH, PAPER_TDP_W
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text(FLEET_YAML)
+    replicas = sim_replicas(load_fleet(path))
+    arrivals, prompts, outputs = _workload(100, seed=1, rate=20.0)
+    frame = simulate_fleet(replicas, JoinShortestQueue(), arrivals, prompts, outputs)
+    table = fleet_summary(frame, replicas)
+    duration_s = (frame.t_done_ns.max() - frame.t_sent_ns.min()) / 1e9
+    power_w = PAPER_TDP_W["H100-PCIe"] + 3 * 2 * PAPER_TDP_W["RTX-4090"]
+    assert table.tdp_energy_j.iloc[-1] == pytest.approx(power_w * duration_s)
+    tokens = frame.prompt_tokens.sum() + frame.output_tokens.sum()
+    kwh_per_1m = power_w * duration_s / 3.6e6 / (tokens / 1e6)
+    assert table.tdp_kwh_per_1m_tok.iloc[-1] == pytest.approx(kwh_per_1m)
+    assert table.tdp_g_co2_per_1m_tok.iloc[-1] == pytest.approx(
+        kwh_per_1m * PAPER_GRID_G_PER_KWH)
 
 
 FLEET_YAML = """\

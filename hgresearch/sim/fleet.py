@@ -377,43 +377,68 @@ def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
     return frame
 
 
-def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica]) -> pd.DataFrame:
+def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
+                  grid_g_per_kwh: float | None = None) -> pd.DataFrame:
     """Per replica and overall (``replica = "all"``): requests, throughput, TTFT/TPOT/E2EL
-    percentiles (:func:`hgresearch.metrics.summarize` on each subset) and cost per 1M tokens
-    (:mod:`hgresearch.costs`).
+    percentiles (:func:`hgresearch.metrics.summarize` on each subset), cost per 1M tokens
+    (:mod:`hgresearch.costs`), and energy and carbon per 1M tokens under the paper's TDP model
+    (:mod:`hgresearch.energy`: every GPU at its TDP for the whole run; an upper bound, not a
+    per-step power model), at ``grid_g_per_kwh`` (default: the paper's grid).
 
-    Every replica is billed for the whole run (first send to the fleet's last completion),
-    idle or not, so a replica's cost per 1M tokens is its whole-run cost over the tokens it
-    served; the overall row sums the costs of all replicas.
+    Every replica is billed and powered for the whole run (first send to the fleet's last
+    completion), idle or not, so a replica's figures per 1M tokens are its whole-run cost and
+    energy over the tokens it served; the overall row sums them over the replicas.
     """
     from hgresearch.costs import cost_per_million_tok_usd, run_cost_usd
+    from hgresearch.energy import (
+        PAPER_GRID_G_PER_KWH,
+        configuration_power_w,
+        g_co2_per_1m_tok,
+        kwh_per_1m_tok,
+        tdp_per_gpu_w,
+        tokens_per_kwh_of_energy,
+    )
     from hgresearch.metrics import summarize
 
+    grid = PAPER_GRID_G_PER_KWH if grid_g_per_kwh is None else grid_g_per_kwh
     overall = summarize(frame, bootstrap_reps=0)
     duration_s = overall["duration"] or 0.0
+
+    def tdp_w(replica: SimReplica) -> float:
+        from hgresearch.catalogs import normalize_gpu_name
+
+        try:
+            per_gpu = tdp_per_gpu_w(normalize_gpu_name(replica.gpu_name))
+        except KeyError:
+            return math.nan
+        return float(configuration_power_w(per_gpu, replica.num_gpus))
+
+    def row(name: str, s: dict[str, Any], gpus: int, cost_usd: float,
+            energy_j: float) -> dict[str, Any]:
+        tokens = s["total_input_tokens"] + s["total_output_tokens"]
+        tok_per_kwh = tokens_per_kwh_of_energy(tokens, energy_j) if energy_j else math.nan
+        return {
+            "replica": name, "gpus": gpus, "completed": s["completed"],
+            **{key: s[key] for key in ("request_throughput", "output_throughput",
+                                       "mean_ttft_ms", "p50_ttft_ms", "p90_ttft_ms",
+                                       "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
+                                       "p99_e2el_ms")},
+            "cost_usd": cost_usd,
+            "cost_usd_per_1m_tok": cost_per_million_tok_usd(cost_usd, tokens),
+            "tdp_energy_j": energy_j,
+            "tdp_kwh_per_1m_tok": (kwh_per_1m_tok(energy_j / tokens) if tokens
+                                   else math.nan),
+            "tdp_g_co2_per_1m_tok": (g_co2_per_1m_tok(tok_per_kwh, grid) if tok_per_kwh
+                                     else math.nan),
+        }
+
     rows = []
-    costs = []
     for i, replica in enumerate(replicas):
         part = frame[frame.replica == i]
         cost = run_cost_usd(duration_s, replica.num_gpus, replica.price_usd_per_gpu_h)
-        costs.append(cost)
-        rows.append(_summary_row(replica.name, summarize(part, bootstrap_reps=0), cost,
-                                 replica.num_gpus, cost_per_million_tok_usd))
-    rows.append(_summary_row("all", overall, float(sum(costs)),
-                             sum(r.num_gpus for r in replicas), cost_per_million_tok_usd))
+        rows.append(row(replica.name, summarize(part, bootstrap_reps=0), replica.num_gpus,
+                        cost, tdp_w(replica) * duration_s))
+    rows.append(row("all", overall, sum(r.num_gpus for r in replicas),
+                    float(sum(r["cost_usd"] for r in rows)),
+                    float(sum(r["tdp_energy_j"] for r in rows))))
     return pd.DataFrame(rows)
-
-
-def _summary_row(name: str, s: dict[str, Any], cost_usd: float, gpus: int,
-                 per_million: Any) -> dict[str, Any]:
-    tokens = s["total_input_tokens"] + s["total_output_tokens"]
-    return {
-        "replica": name, "gpus": gpus, "completed": s["completed"],
-        "request_throughput": s["request_throughput"],
-        "output_throughput": s["output_throughput"],
-        "mean_ttft_ms": s["mean_ttft_ms"], "p50_ttft_ms": s["p50_ttft_ms"],
-        "p90_ttft_ms": s["p90_ttft_ms"], "p99_ttft_ms": s["p99_ttft_ms"],
-        "mean_tpot_ms": s["mean_tpot_ms"], "p99_tpot_ms": s["p99_tpot_ms"],
-        "p99_e2el_ms": s["p99_e2el_ms"], "cost_usd": cost_usd,
-        "cost_usd_per_1m_tok": per_million(cost_usd, tokens),
-    }
