@@ -171,6 +171,8 @@ def test_fleet_file_expands_counts_and_builds_replicas(tmp_path: Path) -> None:
      4, "replicas[0].base_url"),
     ("replicas:\n  - config: M on 1x H100-PCIe\n    colour: red\n", 3, "replicas[0].colour"),
     ("replicas: []\n", 1, "replicas"),
+    ("replicas:\n  - config: M on 1x H100-PCIe\n    capacity_weight: 2\n"
+     "  - config: M on 1x H100-PCIe\n", 4, "replicas[1]"),
 ])
 def test_fleet_file_errors_name_file_line_field(tmp_path: Path, text: str, line: int,
                                                 field: str) -> None:

@@ -142,6 +142,12 @@ def parse_fleet(data: Any, *, file: str | None = None,
     specs: list[FleetReplicaSpec] = []
     for i, entry in enumerate(entries):
         specs.extend(_parse_replica(entry, i, fail, file, lines))
+    # Weights are relative: a given one next to a default one (another unit) would mislead.
+    weighted = [spec.capacity_weight is not None for spec in specs]
+    if any(weighted) and not all(weighted):
+        i = next(i for i, entry in enumerate(entries) if entry.get("capacity_weight") is None)
+        raise fail("capacity_weight is given for some replicas only: give it for every "
+                   "replica or for none", "replicas", i)
     scenario = data.get("price_scenario", DEFAULT_PRICE_SCENARIO)
     if not isinstance(scenario, str):
         raise fail(f"expected a price scenario name, got {scenario!r}", "price_scenario")
