@@ -155,7 +155,7 @@ def test_fleet_file_expands_counts_and_builds_replicas(tmp_path: Path) -> None:
     replicas = sim_replicas(fleet)
     assert [r.step_time_source for r in replicas] == ["fleet file"] + ["roofline floor only"] * 3
     assert replicas[1].price_usd_per_gpu_h == 0.35 and replicas[1].num_gpus == 2
-    assert replicas[0].price_usd_per_gpu_h > 0  # from data/prices.csv
+    assert replicas[0].price_usd_per_gpu_h > 0  # from hgresearch/catalogs/prices.csv
     assert replicas[0].capacity_weight > 0
     arrivals, prompts, outputs = _workload(50, seed=1, rate=20.0)
     frame = simulate_fleet(replicas, JoinShortestQueue(), arrivals, prompts, outputs)

@@ -41,7 +41,7 @@ REPLICA_KEYS = ("config", "count", "price_usd_per_gpu_h", "base_url", "served_mo
                 "max_num_seqs", "max_num_batched_tokens")
 #: Coefficients of ``step_time`` (:class:`~hgresearch.sim.step_time.LinearStepTimeModel`).
 STEP_TIME_KEYS = ("c0_s", "c_prefill_s_per_token", "c_decode_s_per_seq", "c_kv_s_per_token")
-#: Price scenario (data/prices.csv) used when a replica gives no price.
+#: Price scenario (hgresearch/catalogs/prices.csv) used when a replica gives no price.
 DEFAULT_PRICE_SCENARIO = "alternative"
 #: The decode step that defines a replica's default capacity weight: this many sequences, each
 #: attending to this many tokens (a moderately loaded engine).
@@ -291,7 +291,7 @@ def sim_replicas(fleet: Fleet) -> list[SimReplica]:
     catalogs`) unless the file gives ``num_kv_blocks``. Step time: the file's coefficients
     above the roofline floor; without coefficients, **the roofline floor alone** (a physical
     lower bound: optimistic latencies; calibrated coefficients are a separate step). Prices:
-    the file's, else ``data/prices.csv`` (the fleet's scenario).
+    the file's, else ``hgresearch/catalogs/prices.csv`` (the fleet's scenario).
     """
     from hgresearch.catalogs import price_catalog
     from hgresearch.sim.capacity import replica_config_from_catalogs, roofline_floor_from_catalogs
