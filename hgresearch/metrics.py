@@ -274,3 +274,28 @@ def summarize(requests: pd.DataFrame, *, goodput_slo_ms: dict[str, float] | None
     out["bootstrap_reps"] = bootstrap_reps
     out["bootstrap_seed"] = bootstrap_seed
     return out
+
+
+#: Keys of :func:`summarize_by`'s per-group summaries (the headline ones; no intervals).
+GROUP_SUMMARY_KEYS = (
+    "duration", "sent", "completed", "failed", "total_input_tokens", "total_output_tokens",
+    "request_throughput", "output_throughput", "total_token_throughput", "request_goodput",
+    "mean_ttft_ms", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+    "p50_tpot_ms", "p99_tpot_ms", "mean_e2el_ms", "p99_e2el_ms",
+)
+
+
+def summarize_by(requests: pd.DataFrame, column: str, **kwargs: Any) -> dict[Any, dict[str, Any]]:
+    """:func:`summarize` of each group of measured requests sharing a value of ``column`` (e.g.
+    ``endpoint`` in a multi-endpoint run), reduced to :data:`GROUP_SUMMARY_KEYS`; groups with a
+    missing value are left out. Each group's duration is its own first send to its last
+    completion. ``kwargs`` go to :func:`summarize` (bootstrap intervals are not computed)."""
+    measured = requests[~requests.warmup] if len(requests) else requests
+    if column not in measured.columns:
+        return {}
+    kwargs["bootstrap_reps"] = 0
+    out = {}
+    for value, part in measured.groupby(column, sort=True):
+        full = summarize(part, **kwargs)
+        out[value] = {key: full[key] for key in GROUP_SUMMARY_KEYS}
+    return out

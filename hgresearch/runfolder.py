@@ -70,7 +70,7 @@ REQUEST_COLUMNS = [
     "prompt_tokens", "output_tokens", "expected_output_tokens", "usage_source",
     "prompt_tokens_source",
     "http_status", "success", "error_class", "error", "event_t_ns", "event_tokens",
-    "ttft_ms", "e2el_ms", "tpot_ms", "schedule_lag_ms", "ttft_from_scheduled_ms",
+    "endpoint", "ttft_ms", "e2el_ms", "tpot_ms", "schedule_lag_ms", "ttft_from_scheduled_ms",
     "e2el_from_scheduled_ms",
 ]
 

@@ -44,7 +44,9 @@ GOODPUT_METRICS = LATENCY_METRICS
 #: Command-line option of each :class:`~hgresearch.bench.runner.BenchConfig` field whose option
 #: is not simply ``--`` + the field name with dashes.
 FIELD_OPTIONS = {"warmup_requests": "--warmup", "tensor_parallel_size": "--tp",
-                 "goodput_slo_ms": "--goodput", "request_rate_qps": "--qps"}
+                 "goodput_slo_ms": "--goodput", "request_rate_qps": "--qps",
+                 "policy_threshold_tokens": "--threshold-tokens",
+                 "policy_max_outstanding": "--max-outstanding"}
 
 
 class OptionError(InputError):
@@ -215,3 +217,48 @@ def validate_config(config: Any) -> None:
         raise _fail("steady_fraction", f"expected a share below 0.5, got {c.steady_fraction!r}")
     _integer("bootstrap_reps", c.bootstrap_reps, 0)
     _integer("spin_ns", c.spin_ns, 0)
+    validate_fleet(c)
+
+
+#: Keys of one endpoint of ``BenchConfig.fleet``.
+FLEET_ENDPOINT_KEYS = ("base_url", "model", "name", "capacity_weight", "price_usd_per_h",
+                       "max_outstanding")
+
+
+def validate_fleet(config: Any) -> None:
+    """Several endpoints (``fleet``): each a distinct http(s) URL with a served model name,
+    a positive capacity weight and a non-negative price; a known routing policy."""
+    from hgresearch.routing import Policy
+
+    c = config
+    _choice("policy", c.policy, Policy)
+    _integer("policy_threshold_tokens", c.policy_threshold_tokens, 1)
+    _integer("policy_max_outstanding", c.policy_max_outstanding, 1)
+    if c.fleet is None:
+        return
+    if not isinstance(c.fleet, list) or not c.fleet:
+        raise _fail("fleet", f"expected a list of endpoints, got {c.fleet!r}")
+    seen: set[str] = set()
+    for i, endpoint in enumerate(c.fleet):
+        if not isinstance(endpoint, dict) or set(endpoint) - set(FLEET_ENDPOINT_KEYS):
+            raise _fail("fleet", f"endpoint {i}: expected a mapping with keys "
+                                 f"{', '.join(FLEET_ENDPOINT_KEYS)}, got {endpoint!r}")
+        url = endpoint.get("base_url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise _fail("base_url", f"must start with http:// or https://, got {url!r}")
+        if url in seen:
+            raise _fail("base_url", f"{url} is given twice")
+        seen.add(url)
+        model = endpoint.get("model", c.model)
+        if not isinstance(model, str) or not model.strip():
+            raise _fail("model", f"endpoint {url}: expected the served model name, "
+                                 f"got {model!r}")
+        weight = endpoint.get("capacity_weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) \
+                or not 0 < weight < math.inf:
+            raise _fail("fleet", f"endpoint {url}: capacity_weight must be > 0, got {weight!r}")
+        price = endpoint.get("price_usd_per_h", 0.0)
+        if isinstance(price, bool) or not isinstance(price, (int, float)) \
+                or not 0 <= price < math.inf:
+            raise _fail("fleet", f"endpoint {url}: price_usd_per_h must be >= 0, got {price!r}")
+        _integer("policy_max_outstanding", endpoint.get("max_outstanding"), 1, optional=True)

@@ -148,6 +148,13 @@ class BenchConfig:
     spin_ns: int = DEFAULT_SPIN_NS        # see schedule.sleep_until_ns
     http_client: str = "fast"             # "fast" (hgresearch.bench.fasthttp) or "aiohttp"
     backend: str | None = None            # label; default "vllm" / "openai-chat"
+    # Several endpoints behind a router (None: the one server at base_url). Each endpoint:
+    # {"base_url", "model" (served name), "name", "capacity_weight", "price_usd_per_h",
+    # "max_outstanding"}; see endpoint_fleet(). base_url is then the first endpoint's.
+    fleet: list[dict[str, Any]] | None = None
+    policy: str = "jsq"                   # routing policy (hgresearch.routing.Policy)
+    policy_threshold_tokens: int = 1024   # length-aware: long prompts to the fastest
+    policy_max_outstanding: int = 16      # cost-spillover: default SLO-safe limit
 
     def to_json(self) -> dict[str, Any]:
         """JSON-safe dict (``inf`` as the string "inf")."""
@@ -275,20 +282,27 @@ def _request_headers(config: BenchConfig) -> tuple[dict[str, str], tuple[str, ..
     return headers, ((key,) if key else ())
 
 
-async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
-                 warmup: list[RequestSpec], writer: RecordWriter, segment: int,
-                 server_info: dict[str, Any], set_phase: Any,
-                 progress: _Progress, echo: Any) -> None:
-    """Warm up (and stop if the server cannot serve: :func:`check_warmup`), then send ``todo``
-    on its schedule, writing each record as it finishes."""
-    opts = ClientOptions(base_url=config.base_url, model=config.model,
+@dataclass
+class _Sender:
+    """How requests reach one endpoint: ``prepare`` builds a request's bytes before the run,
+    ``send`` sends them and returns the record, ``close`` releases the connections."""
+
+    url: str
+    prepare: Any
+    send: Any
+    close: Any
+
+
+def _sender(config: BenchConfig, base_url: str, model: str, headers: dict[str, str],
+            secrets: tuple[str, ...]) -> _Sender:
+    """The :class:`_Sender` of one endpoint (fast HTTP engine or aiohttp, per the config)."""
+    opts = ClientOptions(base_url=base_url, model=model,
                          endpoint=config.endpoint, timeout_s=config.timeout_s,
                          ignore_eos=config.ignore_eos,
                          continuous_usage=config.continuous_usage, extra_body=config.extra_body)
-    headers, secrets = _request_headers(config)
     fast = config.http_client == "fast"
     path = "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
-    fast_pool = FastPool(config.base_url) if fast else None
+    fast_pool = FastPool(base_url) if fast else None
 
     def prepare(spec: RequestSpec) -> bytes:
         body = encode_payload(spec, opts)
@@ -299,29 +313,92 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             return await send_request_fast(fast_pool, opts, spec, prepared, secrets)
         return await send_request(session, opts, spec, prepared, headers, secrets)
 
+    def close() -> None:
+        if fast_pool is not None:
+            fast_pool.close()
+
+    return _Sender(url=opts.url, prepare=prepare, send=send, close=close)
+
+
+def fleet_endpoints(config: BenchConfig) -> list[dict[str, Any]]:
+    """The endpoints of a multi-endpoint run, defaults filled in (``model``: the config's,
+    ``name``: the base URL, ``capacity_weight`` 1, ``price_usd_per_h`` 0); empty for a
+    single-endpoint run."""
+    return [{"model": config.model, "name": e["base_url"], "capacity_weight": 1.0,
+             "price_usd_per_h": 0.0, "max_outstanding": None, **e}
+            for e in (config.fleet or [])]
+
+
+def _make_router(config: BenchConfig, endpoints: list[dict[str, Any]]) -> Any:
+    """A :class:`hgresearch.routing.Router` over the endpoints, with the config's policy."""
+    from hgresearch.routing import ReplicaState, Router, make_policy
+
+    policy = make_policy(config.policy, seed=config.seed,
+                         threshold_tokens=config.policy_threshold_tokens,
+                         max_outstanding=config.policy_max_outstanding)
+    return Router(policy, [ReplicaState(capacity_weight=float(e["capacity_weight"]),
+                                        price_usd_per_h=float(e["price_usd_per_h"]),
+                                        max_outstanding=e["max_outstanding"])
+                           for e in endpoints])
+
+
+async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
+                 warmup: list[RequestSpec], writer: RecordWriter, segment: int,
+                 server_info: dict[str, Any], set_phase: Any,
+                 progress: _Progress, echo: Any) -> None:
+    """Warm up (and stop if the server cannot serve: :func:`check_warmup`), then send ``todo``
+    on its schedule, writing each record as it finishes.
+
+    With several endpoints (``config.fleet``) every endpoint is warmed up and checked, each
+    request is routed when it is sent (:class:`hgresearch.routing.Router`, released when its
+    record is complete) and its record names its endpoint (``endpoint``: the base URL). A
+    single-endpoint run takes the same path as before: no router, no ``endpoint`` field."""
+    headers, secrets = _request_headers(config)
+    endpoints = fleet_endpoints(config)
+    targets = [(e["base_url"], e["model"]) for e in endpoints] or [(config.base_url,
+                                                                    config.model)]
+    senders = [_sender(config, url, model, headers, secrets) for url, model in targets]
+
+    def close_all() -> None:
+        for sender in senders:
+            sender.close()
+
     # Encode every request before the clock starts: nothing to serialize while sending.
-    payloads = {spec.index: prepare(spec) for spec, _ in todo}
+    all_payloads = [{spec.index: sender.prepare(spec) for spec, _ in todo}
+                    for sender in senders]
+    send, payloads = senders[0].send, all_payloads[0]
     pool = config.max_concurrency or max(len(todo), 1)
     async with make_session(pool) as session:
-        warm_records = []
         set_phase("warmup")  # keeps warm-up load out of the idle baseline
-        if warmup:
-            echo(f"warm-up: {len(warmup)} request(s) to {opts.url} (timeout "
-                 f"{config.timeout_s:g} s each) ...")
-        for spec in warmup:
-            rec = await send(session, spec, prepare(spec))
-            rec.update(warmup=True, segment=segment)
-            writer.write(rec)
-            warm_records.append(rec)
-        try:
-            check_warmup(config, server_info, warm_records)
-        except ServerUnusable:
-            if fast_pool is not None:
-                fast_pool.close()
-            raise
+        for k, sender in enumerate(senders):
+            warm_records = []
+            if warmup:
+                echo(f"warm-up: {len(warmup)} request(s) to {sender.url} (timeout "
+                     f"{config.timeout_s:g} s each) ...")
+            for spec in warmup:
+                if k:  # records are keyed by (warm-up, index): keep each endpoint's apart
+                    spec = dataclasses.replace(spec, index=spec.index + k * len(warmup))
+                rec = await sender.send(session, spec, sender.prepare(spec))
+                rec.update(warmup=True, segment=segment)
+                if endpoints:
+                    rec["endpoint"] = targets[k][0]
+                writer.write(rec)
+                warm_records.append(rec)
+            try:
+                if endpoints:
+                    url, model = targets[k]
+                    check_warmup(dataclasses.replace(config, base_url=url, model=model,
+                                                     fleet=None),
+                                 (server_info.get("endpoints") or {}).get(url), warm_records)
+                else:
+                    check_warmup(config, server_info, warm_records)
+            except ServerUnusable:
+                close_all()
+                raise
         set_phase("run")
         progress.begin()
         sem = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        router = _make_router(config, endpoints) if endpoints else None
         # No garbage-collector pauses while sending: a full collection can stall the loop for
         # milliseconds (schedule lag, late timestamps); collect now and once after the run.
         gc.collect()
@@ -345,18 +422,40 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             writer.write(rec)
             progress.on_done(rec)
 
+        async def one_routed(spec: RequestSpec, scheduled_ns: int) -> None:
+            from hgresearch.routing import RouteRequest
+
+            route = RouteRequest(spec.prompt_len, spec.output_len)
+            t_wait = time.monotonic_ns()
+            if sem is not None:
+                await sem.acquire()
+            cap_wait = time.monotonic_ns() - t_wait if sem is not None else 0
+            k = router.dispatch(route)  # routed when it is sent, on the state at that moment
+            progress.on_sent()
+            try:
+                rec = await senders[k].send(session, spec, all_payloads[k][spec.index])
+            finally:
+                router.release(k, route)
+                if sem is not None:
+                    sem.release()
+            rec.update(warmup=False, segment=segment, segment_start_ns=start_ns,
+                       t_scheduled_ns=scheduled_ns, cap_wait_ns=cap_wait,
+                       endpoint=targets[k][0])
+            writer.write(rec)
+            progress.on_done(rec)
+
+        worker = one_routed if router is not None else one
         tasks = []
         try:
             for spec, offset in todo:
                 scheduled = start_ns + offset
                 await sleep_until_ns(scheduled, config.spin_ns)
-                tasks.append(asyncio.create_task(one(spec, scheduled)))
+                tasks.append(asyncio.create_task(worker(spec, scheduled)))
             await asyncio.gather(*tasks)
         finally:
             gc.enable()
             gc.unfreeze()
-            if fast_pool is not None:
-                fast_pool.close()
+            close_all()
 
 
 def _run_coroutine(coro: Any) -> Any:
@@ -505,6 +604,18 @@ def preflight(config: BenchConfig, *, echo: Any = None,
         raise ServerUnreachable(f"no server answers at {config.base_url}: GET /v1/models: "
                                 f"{models['error']}; {hint}")
     return answers
+
+
+def preflight_all(config: BenchConfig, *, echo: Any = None) -> dict[str, Any]:
+    """:func:`preflight` of the one server, or of every endpoint of a multi-endpoint run (then
+    ``{"endpoints": {base_url: answers}}``); an endpoint without a server stops the run before
+    anything is written."""
+    if not config.fleet:
+        return preflight(config, echo=echo)
+    return {"endpoints": {
+        e["base_url"]: preflight(dataclasses.replace(config, base_url=e["base_url"],
+                                                     model=e["model"], fleet=None), echo=echo)
+        for e in fleet_endpoints(config)}}
 
 
 def served_models(server_info: dict[str, Any] | None) -> list[str]:
@@ -710,7 +821,7 @@ def run_benchmark(config: BenchConfig, run_dir: Path, *, resume: bool = False,
     plan = _plan_requests(config, earlier.done)
     echo = _echo_for(progress)
     if server_info is None and plan.todo:
-        server_info = preflight(config, echo=echo)
+        server_info = preflight_all(config, echo=echo)
 
     run_dir.mkdir(parents=True, exist_ok=True)
     jsonl = run_dir / REQUESTS_FILE
@@ -770,9 +881,29 @@ def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
                                       for seg in meta.get("segments", [])]),
         **_energy_per_token(energy["energy_j"], metrics),
     }
+    if cfg.fleet:
+        summary["policy"] = cfg.policy
+        summary["endpoints"] = _endpoint_summaries(cfg, table)
     if write:
         write_summary(run_dir, summary)
     return summary
+
+
+def _endpoint_summaries(cfg: BenchConfig, table: Any) -> dict[str, dict[str, Any]]:
+    """Per endpoint of a multi-endpoint run (by base URL): its label, model, capacity weight
+    and the metrics of the requests it served (:func:`hgresearch.metrics.summarize_by`)."""
+    from hgresearch.metrics import summarize_by
+
+    by_url = summarize_by(table, "endpoint", goodput_slo_ms=cfg.goodput_slo_ms,
+                          steady_fraction=cfg.steady_fraction)
+    out = {}
+    for e in fleet_endpoints(cfg):
+        metrics = by_url.get(e["base_url"])
+        out[e["base_url"]] = {"name": e["name"], "model": e["model"],
+                              "capacity_weight": e["capacity_weight"],
+                              "price_usd_per_h": e["price_usd_per_h"],
+                              **(metrics or {"sent": 0, "completed": 0})}
+    return out
 
 
 def _segment_windows_ns(table: Any) -> list[tuple[int, int]]:
@@ -879,7 +1010,7 @@ def run_qps_sweep(config: BenchConfig, qps_values: list[float] | tuple[float, ..
                 summaries.append(old)
                 continue
         if server_info is None:
-            server_info = preflight(point, echo=_echo_for(progress))
+            server_info = preflight_all(point, echo=_echo_for(progress))
         summaries.append(run_benchmark(point, run_dir, resume=resume, progress=progress,
                                        server_info=server_info))
     return summaries

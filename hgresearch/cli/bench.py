@@ -11,12 +11,25 @@ from hgresearch.bench.options import Arrival, Endpoint, HttpClient
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
 from hgresearch.cli.options import Resume, Seed, output_option
+from hgresearch.routing import Policy
 
 
 @command(app, "bench")
 def bench(
-    base_url: Annotated[str, typer.Option(help="Server base URL (without /v1).")]
-    = "http://127.0.0.1:8000",
+    base_url: Annotated[list[str] | None, typer.Option(
+        help="Server base URL (without /v1); repeat it for several endpoints behind a router "
+             "(--policy). Default: http://127.0.0.1:8000.")] = None,
+    fleet: Annotated[Path | None, typer.Option(
+        help="Fleet file (YAML, docs/simulator.md): the endpoints (each replica's base_url, "
+             "optional served_model, capacity_weight, max_outstanding, price).")] = None,
+    policy: Annotated[Policy, typer.Option(help="Routing policy over several endpoints.")]
+    = Policy.JSQ,
+    threshold_tokens: Annotated[int, typer.Option(help="length-aware: prompts of at least "
+                                                  "this many tokens go to the fastest "
+                                                  "endpoint.")] = 1024,
+    max_outstanding: Annotated[int, typer.Option(help="cost-spillover: SLO-safe outstanding "
+                                                 "requests per endpoint (unless the fleet "
+                                                 "file gives one).")] = 16,
     model: Annotated[str, typer.Option(help="Served model name.")] = "model",
     qps: Annotated[str, typer.Option(help="Request rates (req/s), comma-separated; inf "
                                      "sends all at once. Default: the paper's sweep.")]
@@ -79,8 +92,12 @@ def bench(
     from hgresearch.bench.runner import BenchConfig, raise_for_failed_points, run_qps_sweep
 
     rates = parse_qps(qps)
+    endpoints = _endpoints(base_url, fleet, model)
     config = BenchConfig(
-        base_url=base_url, model=model, endpoint=endpoint.value, num_prompts=num_prompts,
+        base_url=endpoints[0]["base_url"] if endpoints else (base_url or [DEFAULT_URL])[0],
+        fleet=endpoints or None, policy=policy.value, policy_threshold_tokens=threshold_tokens,
+        policy_max_outstanding=max_outstanding, model=model, endpoint=endpoint.value,
+        num_prompts=num_prompts,
         burstiness=burstiness, arrival=arrival.value, max_concurrency=max_concurrency,
         warmup_requests=warmup, workload=parse_workload_option(workload), dataset=dataset,
         seed=seed, tokenizer=tokenizer, timeout_s=timeout_s, api_key_env=api_key_env,
@@ -97,5 +114,31 @@ def bench(
             f", median TTFT {ttft if ttft is None else round(ttft, 2)} ms, lag p99 "
             f"{s['schedule_lag_p99_ms']:.2f} ms" + (" [client-limited]"
                                                   if s["client_limited"] else ""))
+        for url, e in (s.get("endpoints") or {}).items():
+            ttft = e.get("p99_ttft_ms")
+            typer.echo(f"  {e['name']} ({url}): {e['completed']}/{e['sent']} ok, "
+                       f"{e.get('request_throughput') or 0:.2f} req/s, p99 TTFT "
+                       f"{ttft if ttft is None else round(ttft, 2)} ms")
     typer.echo(f"run folders in {output}")
     raise_for_failed_points(summaries)
+
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _endpoints(base_urls: list[str] | None, fleet_file: Path | None,
+               model: str) -> list[dict[str, object]]:
+    """The endpoints of a multi-endpoint run (empty for one server): from --fleet, or from a
+    repeated --base-url."""
+    from hgresearch.bench.options import OptionError
+
+    if fleet_file is not None:
+        if base_urls:
+            raise OptionError("--fleet", "give the endpoints either with --fleet or with "
+                                         "--base-url, not both")
+        from hgresearch.sim.fleet import bench_endpoints, load_fleet
+
+        return bench_endpoints(load_fleet(fleet_file), model)
+    if base_urls and len(base_urls) > 1:
+        return [{"base_url": url} for url in base_urls]
+    return []

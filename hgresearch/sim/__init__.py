@@ -4,7 +4,9 @@ Layout after Vidur: :mod:`~hgresearch.sim.entities` (replica config, requests),
 :mod:`~hgresearch.sim.events` (the event heap), :mod:`~hgresearch.sim.scheduler` (vLLM V1's
 scheduling of one engine step), :mod:`~hgresearch.sim.step_time` (how long a step takes),
 :mod:`~hgresearch.sim.capacity` (KV blocks and roofline from the catalogs) and
-:mod:`~hgresearch.sim.simulator` (the event loop and the requests table). Plain Python and
+:mod:`~hgresearch.sim.simulator` (the event loop and the requests table);
+:mod:`~hgresearch.sim.fleet` puts several replicas behind a routing policy
+(:mod:`hgresearch.routing`). Plain Python and
 numpy; reads the catalogs and the run-folder layer's requests-table definition, never the
 measurement side (``hgresearch.bench``). See docs/simulator.md.
 """
@@ -24,6 +26,7 @@ from hgresearch.sim.simulator import (
     make_requests,
     requests_frame,
     run_replica,
+    run_replicas,
     simulate_replica,
 )
 from hgresearch.sim.step_time import (
@@ -37,6 +40,7 @@ __all__ = [
     "SIMULATED", "ConstantStepTimeModel", "LinearStepTimeModel", "ReplicaConfig", "ReplicaRun",
     "RooflineFloor", "SimRequest", "StepTimeModel", "VllmV1Scheduler", "kv_bytes_per_token",
     "make_requests", "num_kv_blocks_from_memory", "replica_config_from_catalogs",
-    "requests_frame", "roofline_floor_from_catalogs", "run_replica", "simulate_replica",
+    "requests_frame", "roofline_floor_from_catalogs", "run_replica", "run_replicas",
+    "simulate_replica",
     "weights_bytes",
 ]

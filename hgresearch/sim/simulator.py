@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
+from hgresearch.routing import Router, RouteRequest
 from hgresearch.runfolder import requests_table
 from hgresearch.sim import events
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
@@ -81,9 +82,39 @@ def run_replica(config: ReplicaConfig, step_model: StepTimeModel, requests: list
 
     ``skip_quiet_steps`` runs stretches of decode-only steps in which nothing happens but
     time (see :meth:`VllmV1Scheduler.skip_quiet_steps`) without the heap; the result is the
-    same either way (a test checks it), only faster.
+    same either way (a test checks it), only faster. The event loop is :func:`run_replicas`'s
+    (the fleet simulator's) with a single replica.
     """
-    scheduler = VllmV1Scheduler(config)
+    runs, _ = run_replicas([config], [step_model], requests, skip_quiet_steps=skip_quiet_steps)
+    runs[0].requests = requests
+    return runs[0]
+
+
+def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
+                 requests: list[SimRequest], router: Router | None = None, *,
+                 skip_quiet_steps: bool = True) -> tuple[list[ReplicaRun], list[int]]:
+    """Simulate ``requests`` (indices 0..n-1) on several replicas with ONE clock and heap.
+
+    At each arrival ``router`` (a :class:`hgresearch.routing.Router`; None: every request to
+    replica 0) picks the replica from the replicas' outstanding work at that instant; each
+    completion releases it at the instant it happens. At the same instant arrivals come
+    before step ends (:mod:`hgresearch.sim.events`). A replica's stretch of quiet decode steps
+    (:meth:`VllmV1Scheduler.skip_quiet_steps`) is cut at the next arrival to the fleet: no
+    request finishes in it, so no router state changes.
+
+    Returns each replica's :class:`ReplicaRun` (its requests in arrival order) and the
+    replica index of every request (by request index).
+    """
+    n = len(configs)
+    schedulers = [VllmV1Scheduler(c) for c in configs]
+    step_times = [m.step_time_s for m in step_models]
+    routes = ({r.index: RouteRequest(r.prompt_tokens, r.output_tokens) for r in requests}
+              if router is not None else {})
+    replica_of = [0] * len(requests)
+    served: list[list[SimRequest]] = [[] for _ in range(n)]
+    num_steps = [0] * n
+    num_completions = [0] * n
+    end_s = [0.0] * n
     queue = events.EventQueue()
     heap = queue.heap
     push = queue.push
@@ -92,44 +123,53 @@ def run_replica(config: ReplicaConfig, step_model: StepTimeModel, requests: list
     next_arrival = 0
     if pending:
         push(pending[0].arrival_s, events.ARRIVAL, pending[0])
-    step_time = step_model.step_time_s
     arrival_kind, step_end_kind = events.ARRIVAL, events.STEP_END
     step_start_kind = events.STEP_START
-    busy = False
-    num_steps = num_completions = 0
-    now = 0.0
+    busy = [False] * n
 
-    def start_step(t: float) -> bool:
-        prefill, decode, kv_read = scheduler.schedule()
+    def start_step(i: int, t: float) -> bool:
+        prefill, decode, kv_read = schedulers[i].schedule()
         if prefill == 0 and decode == 0:
             return False  # nothing fits now; a finishing request or an arrival retriggers
-        push(t + step_time(prefill, decode, kv_read), step_end_kind)
+        push(t + step_times[i](prefill, decode, kv_read), step_end_kind, i)
         return True
 
     while heap:
         now, kind, _, payload = heapq.heappop(heap)
         if kind == step_end_kind:
-            num_steps += 1
-            num_completions += len(scheduler.complete_step(now))
+            i = payload
+            scheduler = schedulers[i]
+            num_steps[i] += 1
+            finished = scheduler.complete_step(now)
+            num_completions[i] += len(finished)
+            if router is not None:
+                for r in finished:
+                    router.release(i, routes[r.index])
             if skip_quiet_steps:
                 horizon = pending[next_arrival].arrival_s if next_arrival < n_pending else inf
-                now, skipped = scheduler.skip_quiet_steps(now, horizon, step_time)
-                num_steps += skipped
-            busy = scheduler.has_work() and start_step(now)
+                now, skipped = scheduler.skip_quiet_steps(now, horizon, step_times[i])
+                num_steps[i] += skipped
+            end_s[i] = now
+            busy[i] = scheduler.has_work() and start_step(i, now)
         elif kind == arrival_kind:
-            scheduler.add_request(payload)
+            i = router.dispatch(routes[payload.index]) if router is not None else 0
+            replica_of[payload.index] = i
+            served[i].append(payload)
+            schedulers[i].add_request(payload)
             next_arrival += 1
             if next_arrival < n_pending:
                 r = pending[next_arrival]
                 push(r.arrival_s, arrival_kind, r)
-            if not busy:
-                busy = True  # a STEP_START at `now` is pending (after same-instant arrivals)
-                push(now, step_start_kind)
+            if not busy[i]:
+                busy[i] = True  # a STEP_START at `now` is pending (after same-instant arrivals)
+                push(now, step_start_kind, i)
         else:  # STEP_START of an idle engine
-            busy = start_step(now)
-    return ReplicaRun(requests=requests, num_arrivals=next_arrival, num_steps=num_steps,
-                      num_completions=num_completions,
-                      num_preemptions=scheduler.num_preemptions, end_s=now)
+            busy[payload] = start_step(payload, now)
+    runs = [ReplicaRun(requests=served[i], num_arrivals=len(served[i]),
+                       num_steps=num_steps[i], num_completions=num_completions[i],
+                       num_preemptions=schedulers[i].num_preemptions, end_s=end_s[i])
+            for i in range(n)]
+    return runs, replica_of
 
 
 def requests_frame(run: ReplicaRun) -> pd.DataFrame:

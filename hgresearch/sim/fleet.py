@@ -1,0 +1,450 @@
+"""Fleets: several vLLM replicas of different configurations behind one routing policy.
+
+A fleet file (YAML, docs/simulator.md "Fleets") lists replicas by configuration label
+(``DeepSeek-R1-Distill-Qwen-14B on 1x H100-PCIe``) and count, with optional price, live
+endpoint (``base_url``, for ``hgresearch bench --fleet``), step-time coefficients and scheduler
+limits. :func:`load_fleet` reads and checks it (errors name file, line and field).
+
+:func:`run_fleet` simulates the fleet with ONE event loop over all replicas (one clock, one
+heap; :func:`hgresearch.sim.simulator.run_replicas`): the router
+(:class:`hgresearch.routing.Router`) picks a replica at each arrival from the replicas'
+outstanding work at that instant, and a replica's completions release it at the instant they
+happen, so state-dependent policies (JSQ, least tokens, spill-over) see what a
+live router would. Each replica is a :class:`~hgresearch.sim.scheduler.VllmV1Scheduler`;
+:func:`~hgresearch.sim.simulator.run_replica` is the same loop with one replica (a test checks
+that a one-replica fleet gives the same table).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from hgresearch.errors import InputError
+from hgresearch.routing import ReplicaState, Router, RoutingPolicy
+from hgresearch.sim.entities import ReplicaConfig, SimRequest
+from hgresearch.sim.simulator import ReplicaRun, make_requests, requests_frame, run_replicas
+from hgresearch.sim.step_time import LinearStepTimeModel, StepTimeModel
+
+#: ``MODEL on Nx GPU`` (the configuration label of :func:`hgresearch.keys.config_label`).
+CONFIG_LABEL = re.compile(r"^(?P<model>\S.*?) on (?P<num_gpus>\d+)x (?P<gpu>\S+)$")
+#: Keys of a replica entry in a fleet file.
+REPLICA_KEYS = ("config", "count", "price_usd_per_gpu_h", "base_url", "served_model",
+                "capacity_weight", "max_outstanding", "step_time", "num_kv_blocks",
+                "max_num_seqs", "max_num_batched_tokens")
+#: Coefficients of ``step_time`` (:class:`~hgresearch.sim.step_time.LinearStepTimeModel`).
+STEP_TIME_KEYS = ("c0_s", "c_prefill_s_per_token", "c_decode_s_per_seq", "c_kv_s_per_token")
+#: Price scenario (hgresearch/catalogs/prices.csv) used when a replica gives no price.
+DEFAULT_PRICE_SCENARIO = "alternative"
+#: The decode step that defines a replica's default capacity weight: this many sequences, each
+#: attending to this many tokens (a moderately loaded engine).
+WEIGHT_DECODE_SEQS, WEIGHT_CONTEXT_TOKENS = 32, 1024
+
+
+@dataclass
+class FleetReplicaSpec:
+    """One replica as a fleet file describes it (a ``count: 3`` entry gives three)."""
+
+    name: str
+    model: str
+    gpu_name: str
+    num_gpus: int
+    price_usd_per_gpu_h: float | None = None
+    base_url: str | None = None
+    served_model: str | None = None
+    capacity_weight: float | None = None
+    max_outstanding: int | None = None
+    step_time: dict[str, float] | None = None
+    scheduler: dict[str, int] = field(default_factory=dict)
+    #: Where the entry is (for errors found later, e.g. an unknown GPU when simulating).
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass
+class Fleet:
+    """A fleet: its replicas, in file order (copies of one entry consecutively)."""
+
+    replicas: list[FleetReplicaSpec]
+    source: str | None = None
+    price_scenario: str = DEFAULT_PRICE_SCENARIO
+
+
+# ---------------------------------------------------------------------------------------------
+# the fleet file
+# ---------------------------------------------------------------------------------------------
+
+def _node_lines(node: yaml.Node, path: tuple[Any, ...], out: dict[tuple[Any, ...], int]) -> None:
+    """1-based line of every key/item of a composed YAML tree, by its path."""
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = (*path, key.value)
+            _node_lines(value, child, out)
+            out[child] = key.start_mark.line + 1  # a key's own line, also for nested values
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _node_lines(item, (*path, i), out)
+
+
+def load_fleet(path: str | Path) -> Fleet:
+    """Read and check a fleet file (YAML); errors name the file, line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("fleet file not found", file=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise InputError(f"malformed YAML: {getattr(err, 'problem', err)}", file=str(path),
+                         line=mark.line + 1 if mark else None) from None
+    lines: dict[tuple[Any, ...], int] = {}
+    if root is not None:
+        _node_lines(root, (), lines)
+    return parse_fleet(data, file=str(path), lines=lines)
+
+
+def parse_fleet(data: Any, *, file: str | None = None,
+                lines: dict[tuple[Any, ...], int] | None = None) -> Fleet:
+    """Check a fleet file's content (``lines``: line of each key path, from
+    :func:`load_fleet`); returns the :class:`Fleet` with one spec per replica copy."""
+    lines = lines or {}
+
+    def fail(message: str, *where: Any) -> InputError:
+        line = None
+        for n in range(len(where), -1, -1):  # the nearest enclosing key that has a line
+            line = lines.get(tuple(where[:n]))
+            if line is not None:
+                break
+        return InputError(message, file=file, line=line,
+                          field=".".join(str(p) if not isinstance(p, int) else f"[{p}]"
+                                         for p in where).replace(".[", "[") or None)
+
+    if not isinstance(data, dict) or "replicas" not in data:
+        raise fail("expected a mapping with a 'replicas' list")
+    unknown = sorted(set(data) - {"replicas", "name", "description", "price_scenario"})
+    if unknown:
+        raise fail("unknown key (expected replicas, name, description, price_scenario)",
+                   unknown[0])
+    entries = data["replicas"]
+    if not isinstance(entries, list) or not entries:
+        raise fail("expected a non-empty list of replicas", "replicas")
+    specs: list[FleetReplicaSpec] = []
+    for i, entry in enumerate(entries):
+        specs.extend(_parse_replica(entry, i, fail, file, lines))
+    # Weights are relative: a given one next to a default one (another unit) would mislead.
+    weighted = [spec.capacity_weight is not None for spec in specs]
+    if any(weighted) and not all(weighted):
+        i = next(i for i, entry in enumerate(entries) if entry.get("capacity_weight") is None)
+        raise fail("capacity_weight is given for some replicas only: give it for every "
+                   "replica or for none", "replicas", i)
+    scenario = data.get("price_scenario", DEFAULT_PRICE_SCENARIO)
+    if not isinstance(scenario, str):
+        raise fail(f"expected a price scenario name, got {scenario!r}", "price_scenario")
+    return Fleet(replicas=specs, source=file, price_scenario=scenario)
+
+
+def _number(value: Any, *, low: float, strict: bool = True) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and (value > low if strict else value >= low))
+
+
+def _integer(value: Any, low: int = 1) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= low
+
+
+def _parse_replica(entry: Any, i: int, fail: Any, file: str | None,
+                   lines: dict[tuple[Any, ...], int]) -> list[FleetReplicaSpec]:
+    where = ("replicas", i)
+    if not isinstance(entry, dict):
+        raise fail("expected a mapping with at least 'config'", *where)
+    unknown = sorted(set(entry) - set(REPLICA_KEYS))
+    if unknown:
+        raise fail(f"unknown key (expected {', '.join(REPLICA_KEYS)})", *where, unknown[0])
+    label = entry.get("config")
+    match = CONFIG_LABEL.match(label.strip()) if isinstance(label, str) else None
+    if match is None or int(match["num_gpus"]) < 1:
+        raise fail(f"expected a configuration label 'MODEL on Nx GPU' (e.g. "
+                   f"'DeepSeek-R1-Distill-Qwen-14B on 1x H100-PCIe'), got {label!r}",
+                   *where, "config")
+    count = entry.get("count", 1)
+    if not _integer(count):
+        raise fail(f"expected an integer >= 1, got {count!r}", *where, "count")
+    for key, low, strict in (("price_usd_per_gpu_h", 0, False), ("capacity_weight", 0, True)):
+        if entry.get(key) is not None and not _number(entry[key], low=low, strict=strict):
+            raise fail(f"expected a number {'>' if strict else '>='} {low}, got "
+                       f"{entry[key]!r}", *where, key)
+    for key in ("max_outstanding", "num_kv_blocks", "max_num_seqs", "max_num_batched_tokens"):
+        if entry.get(key) is not None and not _integer(entry[key]):
+            raise fail(f"expected an integer >= 1, got {entry[key]!r}", *where, key)
+    urls = entry.get("base_url")
+    if urls is not None:
+        urls = [urls] if isinstance(urls, str) else urls
+        if not isinstance(urls, list) or len(urls) != count:
+            raise fail(f"expected one URL per replica ({count}): a string for count 1, else a "
+                       f"list of {count}", *where, "base_url")
+        for url in urls:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise fail(f"must start with http:// or https://, got {url!r}",
+                           *where, "base_url")
+    if entry.get("served_model") is not None and not isinstance(entry["served_model"], str):
+        raise fail(f"expected the served model name, got {entry['served_model']!r}",
+                   *where, "served_model")
+    step = entry.get("step_time")
+    if step is not None:
+        if not isinstance(step, dict) or not step:
+            raise fail(f"expected a mapping of {', '.join(STEP_TIME_KEYS)}", *where,
+                       "step_time")
+        for key, value in step.items():
+            if key not in STEP_TIME_KEYS:
+                raise fail(f"unknown coefficient (expected {', '.join(STEP_TIME_KEYS)})",
+                           *where, "step_time", key)
+            if not _number(value, low=0, strict=False):
+                raise fail(f"expected a number >= 0 (seconds), got {value!r}",
+                           *where, "step_time", key)
+        step = {k: float(v) for k, v in step.items()}
+    scheduler = {k: int(entry[k]) for k in ("num_kv_blocks", "max_num_seqs",
+                                             "max_num_batched_tokens") if entry.get(k)}
+    label = f"{match['model']} on {int(match['num_gpus'])}x {match['gpu']}"
+    return [FleetReplicaSpec(
+        name=label if count == 1 else f"{label} #{k + 1}", model=match["model"],
+        gpu_name=match["gpu"], num_gpus=int(match["num_gpus"]),
+        price_usd_per_gpu_h=entry.get("price_usd_per_gpu_h"),
+        base_url=urls[k] if urls else None, served_model=entry.get("served_model"),
+        capacity_weight=entry.get("capacity_weight"),
+        max_outstanding=entry.get("max_outstanding"), step_time=step, scheduler=scheduler,
+        file=file, line=lines.get(where)) for k in range(count)]
+
+
+def bench_endpoints(fleet: Fleet, default_model: str) -> list[dict[str, Any]]:
+    """The fleet as the live benchmark's endpoints (``BenchConfig.fleet``): every replica needs
+    a ``base_url``; ``served_model`` defaults to ``default_model``; the capacity weight to 1
+    (the live router knows no step-time model); the price to the file's, else 0."""
+    out = []
+    for spec in fleet.replicas:
+        if spec.base_url is None:
+            raise InputError(f"{spec.name}: a live fleet needs every replica's base_url",
+                             file=spec.file, line=spec.line, field="base_url")
+        price = spec.price_usd_per_gpu_h
+        out.append({"base_url": spec.base_url, "model": spec.served_model or default_model,
+                    "name": spec.name, "capacity_weight": spec.capacity_weight or 1.0,
+                    "price_usd_per_h": 0.0 if price is None else price * spec.num_gpus,
+                    "max_outstanding": spec.max_outstanding})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# simulation
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class SimReplica:
+    """A replica ready to simulate: its scheduler limits, step time, and what the router and
+    the cost accounting need."""
+
+    name: str
+    config: ReplicaConfig
+    step_model: StepTimeModel
+    capacity_weight: float = 1.0
+    gpu_name: str = ""
+    num_gpus: int = 1
+    price_usd_per_gpu_h: float = math.nan
+    max_outstanding: int | None = None
+    #: ``fleet file`` (given coefficients) or ``roofline floor only`` (a lower bound).
+    step_time_source: str = "given"
+
+    @property
+    def price_usd_per_h(self) -> float:
+        """What the replica costs per hour (every GPU)."""
+        return self.price_usd_per_gpu_h * self.num_gpus
+
+    def state(self) -> ReplicaState:
+        """A fresh router state for this replica (no outstanding work)."""
+        price = self.price_usd_per_h
+        return ReplicaState(capacity_weight=self.capacity_weight,
+                            price_usd_per_h=0.0 if math.isnan(price) else price,
+                            max_outstanding=self.max_outstanding)
+
+
+def default_capacity_weight(step_model: StepTimeModel) -> float:
+    """Decode tokens/s of a moderately loaded engine (:data:`WEIGHT_DECODE_SEQS` sequences at
+    :data:`WEIGHT_CONTEXT_TOKENS` tokens of context): the relative speed routers weigh by."""
+    step_s = step_model.step_time_s(0, WEIGHT_DECODE_SEQS,
+                                    WEIGHT_DECODE_SEQS * WEIGHT_CONTEXT_TOKENS)
+    return WEIGHT_DECODE_SEQS / step_s
+
+
+def sim_replicas(fleet: Fleet) -> list[SimReplica]:
+    """The fleet's replicas as simulator inputs, from the catalogs and the fleet file.
+
+    KV blocks come from the catalogs (:func:`~hgresearch.sim.capacity.replica_config_from_
+    catalogs`) unless the file gives ``num_kv_blocks``. Step time: the file's coefficients
+    above the roofline floor; without coefficients, **the roofline floor alone** (a physical
+    lower bound: optimistic latencies; calibrated coefficients are a separate step). Prices:
+    the file's, else ``hgresearch/catalogs/prices.csv`` (the fleet's scenario).
+    """
+    from hgresearch.catalogs import price_catalog
+    from hgresearch.sim.capacity import replica_config_from_catalogs, roofline_floor_from_catalogs
+
+    prices = price_catalog()
+    prices = prices[prices.scenario == fleet.price_scenario]
+    price_map = dict(zip(prices.gpu_name, prices.price_usd_per_gpu_h, strict=True))
+    out = []
+    for spec in fleet.replicas:
+        try:
+            config = replica_config_from_catalogs(spec.model, spec.gpu_name,
+                                                  num_gpus=spec.num_gpus, **{
+                                                      k: v for k, v in spec.scheduler.items()
+                                                      if k != "num_kv_blocks"})
+            if "num_kv_blocks" in spec.scheduler:
+                config = ReplicaConfig(num_kv_blocks=spec.scheduler["num_kv_blocks"],
+                                       block_size=config.block_size,
+                                       max_num_seqs=config.max_num_seqs,
+                                       max_num_batched_tokens=config.max_num_batched_tokens)
+            floor = roofline_floor_from_catalogs(spec.model, spec.gpu_name,
+                                                 num_gpus=spec.num_gpus)
+        except InputError as err:
+            raise InputError(f"{spec.name}: {err.reason}", file=spec.file, line=spec.line,
+                             field=err.field or "config") from None
+        if spec.step_time:
+            coefficients = {"c0_s": 0.0, **spec.step_time}
+            step: StepTimeModel = LinearStepTimeModel(**coefficients, floor=floor)
+            source = "fleet file"
+        else:
+            step = LinearStepTimeModel(c0_s=0.0, floor=floor)
+            source = "roofline floor only"
+        price = spec.price_usd_per_gpu_h
+        if price is None:
+            from hgresearch.catalogs import normalize_gpu_name
+            price = price_map.get(normalize_gpu_name(spec.gpu_name), math.nan)
+        out.append(SimReplica(
+            name=spec.name, config=config, step_model=step,
+            capacity_weight=spec.capacity_weight or default_capacity_weight(step),
+            gpu_name=spec.gpu_name, num_gpus=spec.num_gpus, price_usd_per_gpu_h=float(price),
+            max_outstanding=spec.max_outstanding, step_time_source=source))
+    return out
+
+
+@dataclass
+class FleetRun:
+    """What a simulated fleet run did: every request with the replica that served it."""
+
+    requests: list[SimRequest]
+    replica_of: list[int]
+    runs: list[ReplicaRun]
+
+    @property
+    def num_events(self) -> int:
+        """Arrivals + steps + completions over all replicas."""
+        return sum(run.num_events for run in self.runs)
+
+
+def run_fleet(replicas: list[SimReplica], policy: RoutingPolicy, requests: list[SimRequest],
+              *, skip_quiet_steps: bool = True) -> FleetRun:
+    """Simulate ``requests`` (indices 0..n-1) arriving at a fleet routed by ``policy``: one
+    clock and one heap for every replica (:func:`~hgresearch.sim.simulator.run_replicas`, the
+    loop :func:`~hgresearch.sim.simulator.run_replica` runs with one replica)."""
+    router = Router(policy, [r.state() for r in replicas])
+    runs, replica_of = run_replicas([r.config for r in replicas],
+                                    [r.step_model for r in replicas], requests, router,
+                                    skip_quiet_steps=skip_quiet_steps)
+    return FleetRun(requests=requests, replica_of=replica_of, runs=runs)
+
+
+def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
+                   arrivals_s: np.ndarray | list[float], prompt_tokens: np.ndarray | list[int],
+                   output_tokens: np.ndarray | list[int]) -> pd.DataFrame:
+    """Simulate a fleet serving the given requests; returns their requests table (as
+    :func:`~hgresearch.sim.simulator.simulate_replica`'s) with ``endpoint`` (the replica's
+    name) and ``replica`` (its index).
+
+    Every request must fit the smallest KV cache of the fleet (any replica may be chosen).
+    """
+    if not replicas:
+        raise InputError("a fleet needs at least one replica", field="replicas")
+    smallest = min((r.config for r in replicas), key=lambda c: c.kv_capacity_tokens)
+    requests = make_requests(smallest, arrivals_s, prompt_tokens, output_tokens)
+    run = run_fleet(replicas, policy, requests)
+    frame = requests_frame(ReplicaRun(requests=run.requests, num_arrivals=0, num_steps=0,
+                                      num_completions=0, num_preemptions=0, end_s=0.0))
+    replica = [run.replica_of[i] for i in frame["index"]]
+    frame["replica"] = replica
+    frame["endpoint"] = [replicas[i].name for i in replica]
+    return frame
+
+
+def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
+                  grid_g_per_kwh: float | None = None) -> pd.DataFrame:
+    """Per replica and overall (``replica = "all"``): requests, throughput, TTFT/TPOT/E2EL
+    percentiles (:func:`hgresearch.metrics.summarize` on each subset), cost per 1M tokens
+    (:mod:`hgresearch.costs`), and energy and carbon per 1M tokens under the paper's TDP model
+    (:mod:`hgresearch.energy`: every GPU at its TDP for the whole run; an upper bound, not a
+    per-step power model), at ``grid_g_per_kwh`` (default: the paper's grid).
+
+    Every replica is billed and powered for the whole run (first send to the fleet's last
+    completion), idle or not, so a replica's figures per 1M tokens are its whole-run cost and
+    energy over the tokens it served; the overall row sums them over the replicas.
+    """
+    from hgresearch.costs import cost_per_million_tok_usd, run_cost_usd
+    from hgresearch.energy import (
+        PAPER_GRID_G_PER_KWH,
+        configuration_power_w,
+        g_co2_per_1m_tok,
+        kwh_per_1m_tok,
+        tdp_per_gpu_w,
+        tokens_per_kwh_of_energy,
+    )
+    from hgresearch.metrics import summarize
+
+    grid = PAPER_GRID_G_PER_KWH if grid_g_per_kwh is None else grid_g_per_kwh
+    overall = summarize(frame, bootstrap_reps=0)
+    duration_s = overall["duration"] or 0.0
+
+    def tdp_w(replica: SimReplica) -> float:
+        from hgresearch.catalogs import normalize_gpu_name
+
+        try:
+            per_gpu = tdp_per_gpu_w(normalize_gpu_name(replica.gpu_name))
+        except KeyError:
+            return math.nan
+        return float(configuration_power_w(per_gpu, replica.num_gpus))
+
+    def row(name: str, s: dict[str, Any], gpus: int, cost_usd: float,
+            energy_j: float) -> dict[str, Any]:
+        tokens = s["total_input_tokens"] + s["total_output_tokens"]
+        tok_per_kwh = tokens_per_kwh_of_energy(tokens, energy_j) if energy_j else math.nan
+        return {
+            "replica": name, "gpus": gpus, "completed": s["completed"],
+            **{key: s[key] for key in ("request_throughput", "output_throughput",
+                                       "mean_ttft_ms", "p50_ttft_ms", "p90_ttft_ms",
+                                       "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
+                                       "p99_e2el_ms")},
+            "cost_usd": cost_usd,
+            "cost_usd_per_1m_tok": cost_per_million_tok_usd(cost_usd, tokens),
+            "tdp_energy_j": energy_j,
+            "tdp_kwh_per_1m_tok": (kwh_per_1m_tok(energy_j / tokens) if tokens
+                                   else math.nan),
+            "tdp_g_co2_per_1m_tok": (g_co2_per_1m_tok(tok_per_kwh, grid) if tok_per_kwh
+                                     else math.nan),
+        }
+
+    rows = []
+    for i, replica in enumerate(replicas):
+        part = frame[frame.replica == i]
+        cost = run_cost_usd(duration_s, replica.num_gpus, replica.price_usd_per_gpu_h)
+        rows.append(row(replica.name, summarize(part, bootstrap_reps=0), replica.num_gpus,
+                        cost, tdp_w(replica) * duration_s))
+    rows.append(row("all", overall, sum(r.num_gpus for r in replicas),
+                    float(sum(r["cost_usd"] for r in rows)),
+                    float(sum(r["tdp_energy_j"] for r in rows))))
+    return pd.DataFrame(rows)
