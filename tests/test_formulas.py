@@ -234,7 +234,7 @@ ONE_DEFINITION = [
     (r"SECONDS_PER_HOUR\s*=|J_PER_KWH\s*=|TOKENS_PER_MILLION\s*=", "units.py", "unit constant"),
     (r"\.integers\(", "metrics.py", "bootstrap resampling"),
     (r"np\.quantile\(", "metrics.py", "percentile interval"),
-    (r"CONFIG_KEYS\s*=|POINT_KEYS\s*=", "keys.py", "configuration keys"),
+    (r"\b(CONFIG_KEYS|POINT_KEYS)\s*=", "keys.py", "configuration keys"),
     (r"\"model\", \"dataset\", \"gpu_name\"|\"model\", \"gpu_name\", \"gpu_count\", \"tensor",
      "keys.py", "configuration keys"),
     (r"\}x \{", "keys.py", "hardware label"),

@@ -28,6 +28,7 @@ import pandas as pd
 import yaml
 
 from hgresearch.errors import InputError
+from hgresearch.keys import config_label
 from hgresearch.routing import ReplicaState, Router, RoutingPolicy
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.simulator import ReplicaRun, make_requests, requests_frame, run_replicas
@@ -215,7 +216,8 @@ def _parse_replica(entry: Any, i: int, fail: Any, file: str | None,
         step = {k: float(v) for k, v in step.items()}
     scheduler = {k: int(entry[k]) for k in ("num_kv_blocks", "max_num_seqs",
                                              "max_num_batched_tokens") if entry.get(k)}
-    label = f"{match['model']} on {int(match['num_gpus'])}x {match['gpu']}"
+    label = config_label({"model": match["model"], "gpu_name": match["gpu"],
+                          "gpu_count": int(match["num_gpus"])})
     return [FleetReplicaSpec(
         name=label if count == 1 else f"{label} #{k + 1}", model=match["model"],
         gpu_name=match["gpu"], num_gpus=int(match["num_gpus"]),
