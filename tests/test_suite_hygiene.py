@@ -1,0 +1,87 @@
+"""The test suite's own rules: slow tests are marked so that `make test-fast` leaves them out,
+markers are registered, and hard dependencies are imported, not skipped when missing."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+REPO_ROOT = TESTS.parent
+PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+#: Import names of distributions whose import name differs from the distribution name.
+IMPORT_NAMES = {"nvidia-ml-py": "pynvml", "pyyaml": "yaml"}
+#: Functions that execute a notebook (a kernel start and minutes of work).
+NOTEBOOK_RUNNERS = {"execute_notebook"}
+#: Fixtures that run the whole pipeline.
+PIPELINE_FIXTURES = {"reproduced"}
+
+
+def _test_functions() -> list[tuple[Path, ast.FunctionDef]]:
+    found = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        found += [(path, node) for node in ast.walk(tree)
+                  if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
+    return found
+
+
+def _marks(node: ast.FunctionDef) -> set[str]:
+    return {ast.unparse(d).split("pytest.mark.")[-1].split("(")[0]
+            for d in node.decorator_list if "pytest.mark." in ast.unparse(d)}
+
+
+def _module_marks(path: Path) -> set[str]:
+    source = path.read_text()
+    return set(re.findall(r"^pytestmark = pytest\.mark\.(\w+)", source, re.MULTILINE))
+
+
+def test_markers_are_registered():
+    markers = {m.split(":")[0] for m in PYPROJECT["tool"]["pytest"]["ini_options"]["markers"]}
+    assert {"slow", "timing", "integration"} <= markers
+
+
+def test_make_test_fast_leaves_out_slow_timing_and_integration():
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    rule = re.search(r"^test-fast:.*\n\t(.*)$", makefile, re.MULTILINE)
+    assert rule, "Makefile has no test-fast rule"
+    assert '-m "not slow and not timing and not integration"' in rule.group(1)
+    assert "test-fast" in re.search(r"^\.PHONY:(.*)$", makefile, re.MULTILINE).group(1)
+
+
+def _runs_notebooks(node: ast.FunctionDef) -> bool:
+    """Executes a notebook, calls `hgresearch reproduce` (a ``["reproduce", ...]`` command
+    line) or uses a fixture that does."""
+    if PIPELINE_FIXTURES & {a.arg for a in node.args.args}:
+        return True
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Call):
+            name = inner.func.attr if isinstance(inner.func, ast.Attribute) else getattr(
+                inner.func, "id", "")
+            if name in NOTEBOOK_RUNNERS:
+                return True
+        if (isinstance(inner, ast.List) and inner.elts
+                and isinstance(inner.elts[0], ast.Constant) and inner.elts[0].value == "reproduce"):
+            return True
+    return False
+
+
+def test_tests_that_run_notebooks_or_reproduce_are_marked_slow():
+    unmarked = [f"{path.name}::{node.name}" for path, node in _test_functions()
+                if _runs_notebooks(node)
+                and not (_marks(node) | _module_marks(path)) & {"slow", "integration"}]
+    assert not unmarked, f"run notebooks or reproduce but not marked slow: {unmarked}"
+
+
+def test_hard_dependencies_are_not_importorskipped():
+    dependencies = PYPROJECT["project"]["dependencies"]
+    names = {re.split(r"[<>=!~\[ ]", d)[0].lower() for d in dependencies}
+    hard = {IMPORT_NAMES.get(n, n.replace("-", "_")) for n in names}
+    skipped = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for module in re.findall(r"importorskip\(\s*[\"']([\w.]+)[\"']", path.read_text()):
+            if module.split(".")[0] in hard:
+                skipped.append(f"{path.name}: {module}")
+    assert not skipped, f"hard dependencies must be imported, not skipped: {skipped}"
