@@ -33,7 +33,7 @@ from hgresearch.ingest import read_runs, select_repeats
 from hgresearch.models import ModelWarning
 from hgresearch.models.report import analyse, select_configurations
 from hgresearch.models.slo import default_slos
-from hgresearch.serving import server_crosscheck
+from hgresearch.serving import requests_of_runs, server_crosscheck
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CPU_SWEEP = REPO_ROOT / "data" / "raw" / "cpu-tiny"
@@ -134,6 +134,9 @@ def notebook06() -> dict[str, Callable[[], plt.Figure]]:
         "cpu_sweep_client_vs_server_ttft": lambda: serving_figures.client_vs_server_ttft(
             server_crosscheck(runs),
             f"{model}: TTFT seen by the client vs the server's histogram"),
+        "cpu_sweep_latency_ecdf": lambda: serving_figures.latency_ecdf_per_qps(
+            requests_of_runs(runs), f"{model} on vLLM for CPU: per-request latency",
+            slo_ms={"ttft_ms": 2000.0}),
     }
 
 
@@ -146,7 +149,7 @@ FIGURES = {
     "notebook05": ["energy_efficiency_ratio_bracket", "energy_tokens_per_kwh_vs_qps",
                    "carbon_stacked_per_region", "carbon_break_even"],
     "notebook06": ["cpu_sweep_achieved_vs_offered", "cpu_sweep_ttft_percentiles_vs_qps",
-                   "cpu_sweep_client_vs_server_ttft"],
+                   "cpu_sweep_client_vs_server_ttft", "cpu_sweep_latency_ecdf"],
 }
 
 

@@ -7,7 +7,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.colors import TwoSlopeNorm
+import seaborn as sns
 
 from hgresearch.figures.layout import spread_positions
 from hgresearch.figures.style import COUNT_MARKERS, apply_style, color_for
@@ -169,25 +169,26 @@ def cost_vs_qps(runs: pd.DataFrame, hardware: list[str], model: str) -> plt.Figu
 
 def throughput_ratio_heatmap(ratios: pd.DataFrame, reference: str = "1x H100-PCIe"
                              ) -> plt.Figure:
-    """Heatmap of challenger/reference throughput per (model, GPU count) row and QPS column.
+    """Heatmap of challenger/reference throughput per (model, GPU count) row and QPS column,
+    blue above 1 (the challenger is faster), red below.
 
     ``ratios`` comes from :func:`hgresearch.paper.throughput_ratio_table`.
     """
     apply_style()
     grid = ratios.pivot_table(index=["model", "hardware"], columns="request_rate_qps",
                               values="throughput_ratio", sort=True)
+    grid.index = [f"{m} — {h}" for m, h in grid.index]
+    grid.columns = [f"{q:g}" for q in grid.columns]
     fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(grid) + 1.4))
-    norm = TwoSlopeNorm(vmin=min(0.4, float(np.nanmin(grid.values))), vcenter=1.0,
-                        vmax=max(1.2, float(np.nanmax(grid.values))))
-    image = ax.imshow(grid.values, cmap="RdBu", norm=norm, aspect="auto")
-    for (i, j), value in np.ndenumerate(grid.values):
-        if not np.isnan(value):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(grid.shape[1]), [f"{q:g}" for q in grid.columns])
-    ax.set_yticks(range(grid.shape[0]), [f"{m} — {h}" for m, h in grid.index])
+    sns.heatmap(grid, ax=ax, cmap="RdBu", center=1.0,
+                vmin=min(0.4, float(np.nanmin(grid.values))),
+                vmax=max(1.2, float(np.nanmax(grid.values))),
+                annot=True, fmt=".2f", annot_kws={"fontsize": 7}, linewidths=0.5,
+                linecolor="white", cbar_kws={"label": f"output throughput / {reference}"})
     ax.set_xlabel("offered QPS")
+    ax.set_ylabel("")
     ax.grid(False)
-    fig.colorbar(image, ax=ax, label=f"output throughput / {reference}")
+    ax.tick_params(axis="y", labelsize=8)
     ax.set_title(f"RTX-4090 configurations vs {reference} at matched offered load")
     fig.tight_layout()
     return fig
