@@ -1,5 +1,6 @@
 """The test suite's own rules: slow tests are marked so that `make test-fast` leaves them out,
-markers are registered, and hard dependencies are imported, not skipped when missing."""
+markers are registered, and hard dependencies are imported, not skipped when missing; and
+every declared dependency is used."""
 
 from __future__ import annotations
 
@@ -85,3 +86,18 @@ def test_hard_dependencies_are_not_importorskipped():
             if module.split(".")[0] in hard:
                 skipped.append(f"{path.name}: {module}")
     assert not skipped, f"hard dependencies must be imported, not skipped: {skipped}"
+
+
+#: Dependencies used without an import in the package: the kernel papermill starts, the lab
+#: of `make lab`, and the engine pandas reads and writes Parquet with.
+RUNTIME_ONLY = {"ipykernel", "jupyterlab", "pyarrow"}
+
+
+def test_every_declared_dependency_is_imported_by_the_package():
+    dependencies = PYPROJECT["project"]["dependencies"]
+    names = {re.split(r"[<>=!~\[ ]", d)[0].lower() for d in dependencies} - RUNTIME_ONLY
+    source = "\n".join(p.read_text() for p in (REPO_ROOT / "hgresearch").rglob("*.py"))
+    unused = sorted(n for n in names
+                    if not re.search(rf"^\s*(import|from) {IMPORT_NAMES.get(n, n.replace('-', '_'))}\b",
+                                     source, re.MULTILINE))
+    assert not unused, f"declared in pyproject.toml but never imported: {unused}"
