@@ -23,6 +23,7 @@ from hgresearch.figures import serving as serving_figures
 from hgresearch.figures.layout import (
     FigureLayoutWarning,
     annotations_outside,
+    axes_without_labels,
     layout_problems,
     legends_over_data,
     overlapping_labels,
@@ -210,6 +211,28 @@ def test_legend_over_a_bar_is_found():
     ax.set_ylim(0, 20)
     assert legends_over_data(fig) == []
     plt.close(fig)
+
+
+def test_panel_without_a_y_label_is_found_unless_it_shares_a_labelled_axis():
+    """models_ratio_audit had numbers on three y axes and a label on one."""
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.plot([1, 2], [0.5, 0.7])
+        ax.set_xlabel("offered rate (req/s)")
+    axes[0].set_ylabel("ratio")
+    assert axes_without_labels(fig) == ["y axis of 'a panel' has no label"]
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, sharey=True)
+    for ax in axes:
+        ax.plot([1, 2], [0.5, 0.7])
+        ax.set_xlabel("offered rate (req/s)")
+    axes[0].set_ylabel("ratio")
+    names, ax_names = plt.subplots()
+    ax_names.barh(["a", "b"], [1, 2])  # names on y need no label; numbers on x do
+    assert axes_without_labels(fig) == []
+    assert axes_without_labels(names) == ["x axis of 'a panel' has no label"]
+    plt.close(fig)
+    plt.close(names)
 
 
 def test_save_figure_warns_about_overlapping_labels(tmp_path):

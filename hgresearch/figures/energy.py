@@ -119,7 +119,8 @@ def break_even(totals: pd.DataFrame, grid: pd.DataFrame, crossings: pd.DataFrame
                             (row.break_even_g_per_kwh, ax.get_ylim()[1] * 0.97), fontsize=7,
                             xytext=(4, 0), textcoords="offset points", va="top")
         ax.set_xlabel("Grid carbon intensity (g CO2 per kWh)")
-    axes[0].set_ylabel("Total g CO2e per 1M tokens")
+    for ax in axes:
+        ax.set_ylabel("Total g CO2e per 1M tokens")
     axes[1].set_xlabel(f"Grid carbon intensity (g CO2 per kWh), zoom on 0-{zoom_g_per_kwh:g}")
     axes[0].legend(frameon=False, loc="upper left", bbox_to_anchor=(0.0, 0.9))
     fig.tight_layout()

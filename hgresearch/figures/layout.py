@@ -1,5 +1,6 @@
 """Layout checks of a drawn figure: no two text labels overlap, annotations stay inside their
-axes (or the figure), and no legend covers plotted data. Text boxes are the axis-aligned
+axes (or the figure), no legend covers plotted data and every axis showing numbers has a
+label. Text boxes are the axis-aligned
 window extents, so labels should be rotated by multiples of 90 degrees (a box of a slanted
 label covers its neighbours' boxes though the glyphs do not touch).
 :func:`hgresearch.figures.style.save_figure` warns with :func:`layout_problems`; the tests
@@ -7,6 +8,7 @@ assert that every figure has none."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -190,12 +192,41 @@ def legends_over_data(fig: Figure) -> list[str]:
     return problems
 
 
+_NUMBER_PARTS = re.compile(r"\\mathdefault|\\times|[$}{^\s\d.,\u2212+×%-]")
+
+
+def _numeric_ticks(axis: Axis) -> bool:
+    """The axis shows numbers (a quantity, which needs a label with its unit), not names."""
+    texts = [label.get_text() for label in axis.get_ticklabels() if label.get_visible()]
+    return any(any(c.isdigit() for c in t) and not _NUMBER_PARTS.sub("", t) for t in texts)
+
+
+def axes_without_labels(fig: Figure) -> list[str]:
+    """Axes with numbers on an axis but no label saying what and in which unit. A panel that
+    shares that axis with a labelled panel (``sharex``/``sharey``) needs none."""
+    fig.canvas.draw()
+    problems = []
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison:
+            continue
+        for name, axis, shared in (("x", ax.xaxis, ax.get_shared_x_axes()),
+                                   ("y", ax.yaxis, ax.get_shared_y_axes())):
+            if axis.get_label_text().strip() or not _numeric_ticks(axis):
+                continue
+            if any(other.get_visible() and getattr(other, f"get_{name}label")().strip()
+                   for other in shared.get_siblings(ax) if other is not ax):
+                continue
+            problems.append(f"{name} axis of {ax.get_title() or 'a panel'!r} has no label")
+    return problems
+
+
 def layout_problems(fig: Figure) -> list[str]:
     """Every layout problem of ``fig`` in words; empty when the figure is readable."""
     problems = [f"{a} overlaps {b}" for a, b in overlapping_labels(fig)]
     problems += [f"{label} lies outside its axes or the figure"
                  for label in annotations_outside(fig)]
     problems += legends_over_data(fig)
+    problems += axes_without_labels(fig)
     return problems
 
 

@@ -131,8 +131,9 @@ def latency_fits_figure(runs: pd.DataFrame, models: ModelSet,
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     keys = _selected(models, model, configurations)
     cols = max(len(keys), 1)
+    # one offered-rate axis per configuration column, labelled under its bottom panel
     fig, grid_axes = plt.subplots(len(metrics), cols, figsize=(3.2 * cols, 2.5 * len(metrics)),
-                                  squeeze=False)
+                                  squeeze=False, sharex="col")
     for row, metric in enumerate(metrics):
         for col, key in enumerate(keys):
             ax = grid_axes[row][col]
