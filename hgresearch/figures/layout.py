@@ -1,10 +1,10 @@
 """Layout checks of a drawn figure: no two text labels overlap, annotations stay inside their
 axes (or the figure), no legend covers plotted data and every axis showing numbers has a
-label. Text boxes are the axis-aligned
-window extents, so labels should be rotated by multiples of 90 degrees (a box of a slanted
-label covers its neighbours' boxes though the glyphs do not touch).
-:func:`hgresearch.figures.style.save_figure` warns with :func:`layout_problems`; the tests
-assert that every figure has none."""
+label. :func:`hgresearch.figures.style.save_figure` warns with :func:`layout_problems`; the
+tests assert that every figure has none.
+
+Text boxes are axis-aligned window extents, so rotate labels by multiples of 90 degrees: the
+box of a slanted label covers its neighbours' boxes though the glyphs do not touch."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ TOLERANCE_PX = 1.0
 
 
 class FigureLayoutWarning(UserWarning):
-    """A saved figure has overlapping labels, an annotation outside its axes or a legend
-    over its data."""
+    """A saved figure has overlapping labels, an annotation outside its axes, a legend over
+    its data or an unlabelled axis."""
 
 
 @dataclass(frozen=True)
