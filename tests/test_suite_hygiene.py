@@ -18,6 +18,10 @@ IMPORT_NAMES = {"nvidia-ml-py": "pynvml", "pyyaml": "yaml"}
 NOTEBOOK_RUNNERS = {"execute_notebook"}
 #: Fixtures that run the whole pipeline.
 PIPELINE_FIXTURES = {"reproduced"}
+#: Tests that call `hgresearch reproduce` but stop before any notebook runs (seconds).
+FAST_REPRODUCE_CALLS = {
+    "test_reference.py::test_reproduce_says_what_failed_when_the_download_is_unreachable",
+}
 
 
 def _test_functions() -> list[tuple[Path, ast.FunctionDef]]:
@@ -72,8 +76,23 @@ def _runs_notebooks(node: ast.FunctionDef) -> bool:
 def test_tests_that_run_notebooks_or_reproduce_are_marked_slow():
     unmarked = [f"{path.name}::{node.name}" for path, node in _test_functions()
                 if _runs_notebooks(node)
-                and not (_marks(node) | _module_marks(path)) & {"slow", "integration"}]
+                and not (_marks(node) | _module_marks(path)) & {"slow", "integration"}
+                and f"{path.name}::{node.name}" not in FAST_REPRODUCE_CALLS]
     assert not unmarked, f"run notebooks or reproduce but not marked slow: {unmarked}"
+
+
+#: Assertions on elapsed wall-clock time (flaky on a loaded machine: mark them `timing`).
+WALL_CLOCK = re.compile(r"monotonic\(|perf_counter\(|time\.time\(|\bseconds\s*<")
+
+
+def test_assertions_on_elapsed_time_are_marked_timing():
+    unmarked = []
+    for path, node in _test_functions():
+        asserts = [ast.unparse(n) for n in ast.walk(node) if isinstance(n, ast.Assert)]
+        if (any(WALL_CLOCK.search(a) for a in asserts)
+                and not (_marks(node) | _module_marks(path)) & {"timing", "integration"}):
+            unmarked.append(f"{path.name}::{node.name}")
+    assert not unmarked, f"assert on elapsed time but not marked timing: {unmarked}"
 
 
 def test_hard_dependencies_are_not_importorskipped():
