@@ -21,6 +21,9 @@ reproduce: $(STAMP)  ## regenerate paper/tables and paper/figures from the raw r
 test: $(STAMP)  ## the whole test suite (what CI runs)
 	$(BIN)/python -m pytest -q
 
+test-fast: $(STAMP)  ## quick check while editing: everything but slow, timing and integration tests
+	$(BIN)/python -m pytest -q -m "not slow and not timing and not integration"
+
 lab: $(STAMP)  ## JupyterLab on the project's kernel ("hgresearch (.venv)") with notebooks/ open
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks \
 		--MappingKernelManager.default_kernel_name=hgresearch

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
-from hgresearch.runfolder import is_finished, read_server_metrics, read_summary
+from hgresearch.errors import InputError
+from hgresearch.runfolder import is_finished, read_requests, read_server_metrics, read_summary
 
 #: Columns of :func:`server_crosscheck`.
 CROSSCHECK_COLUMNS = [
@@ -104,3 +106,40 @@ def schedule_lag(runs: pd.DataFrame) -> pd.DataFrame:
                      "client_limited": summary.get("client_limited")})
     return pd.DataFrame(rows).sort_values(["request_rate_qps", "repeat_index"]).reset_index(
         drop=True)
+
+
+#: Run columns copied onto every request row by :func:`requests_of_runs`.
+REQUEST_RUN_COLUMNS = ["run_id", "hardware", "request_rate_qps", "repeat_index"]
+
+
+def requests_of_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The successful, measured (not warm-up) requests of every run of ``runs`` that has a
+    run folder (column ``run_dir``), one row each: the requests table
+    (:func:`hgresearch.runfolder.read_requests`) with the run's id, hardware, offered rate and
+    repeat in front. Raises :class:`~hgresearch.errors.InputError` when no run has requests."""
+    frames = []
+    for run in runs[runs.run_dir.notna()].itertuples():
+        requests = read_requests(run.run_dir)
+        requests = requests[requests.success & ~requests.warmup].copy()
+        for position, column in enumerate(REQUEST_RUN_COLUMNS):
+            requests.insert(position, column, getattr(run, column))
+        frames.append(requests)
+    if not frames or all(frame.empty for frame in frames):
+        raise InputError("no run of the table has per-request records (run folders with "
+                         "requests.jsonl)")
+    return pd.concat([f for f in frames if not f.empty], ignore_index=True)
+
+
+def ecdf_band(values: np.ndarray | pd.Series, confidence: float = 0.95
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Empirical CDF of ``values`` (NaN dropped) with its simultaneous confidence band from the
+    Dvoretzky-Kiefer-Wolfowitz inequality: ``(x, F(x), low, high)``, x sorted, F stepping up
+    by 1/n at each x. The band holds the true CDF everywhere with probability ``confidence``
+    for independent draws; half-width sqrt(ln(2/(1 - confidence)) / (2 n))."""
+    x = np.sort(np.asarray(values, float))
+    x = x[~np.isnan(x)]
+    if len(x) == 0:
+        raise InputError("no values for an empirical CDF")
+    level = np.arange(1, len(x) + 1) / len(x)
+    half_width = math.sqrt(math.log(2.0 / (1.0 - confidence)) / (2.0 * len(x)))
+    return x, level, np.clip(level - half_width, 0.0, 1.0), np.clip(level + half_width, 0.0, 1.0)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import papermill as pm
+import pytest
 
 from hgresearch.bench.testserver import ServerConfig, serve_in_thread
 from hgresearch.ingest import read_runs
@@ -24,6 +25,7 @@ def test_notebook_is_committed_without_outputs_and_not_in_reproduce():
     assert not any("def " in "".join(c["source"]) for c in code)
 
 
+@pytest.mark.slow
 def test_notebook_runs_under_papermill_and_writes_run_folders(tmp_path):
     out = tmp_path / "runs"
     with serve_in_thread(ServerConfig(ttft_ms=3, itl_ms=1)) as url:

@@ -55,6 +55,7 @@ def test_every_request_is_accounted_for_under_20_percent_faults(tmp_path, http_c
     assert s["request_throughput"] == pytest.approx(s["completed"] / s["duration"])
 
 
+@pytest.mark.timing
 def test_several_tokens_per_event_are_counted_from_usage(tmp_path):
     with serve_in_thread(ServerConfig(ttft_ms=5, itl_ms=2, tokens_per_event=3)) as url:
         s = run_benchmark(_config(url, workload={"kind": "random", "input_len": 8,
@@ -175,6 +176,7 @@ def test_measured_energy_with_fake_nvml(tmp_path, monkeypatch):
     assert summarize_run_dir(tmp_path, write=False) == s
 
 
+@pytest.mark.timing
 def test_timing_matches_the_servers_realized_delays(tmp_path):
     """TTFT and ITL against the server's own send times at 50 req/s (server in its own
     process). Bounds are generous because this machine is shared; the sub-0.5 ms figures come
@@ -222,6 +224,7 @@ def test_bad_parameters_fail_before_writing(tmp_path, field, value, option):
     assert not (tmp_path / "sweep").exists()
 
 
+@pytest.mark.timing
 def test_concurrency_cap_is_respected_and_its_wait_is_not_schedule_lag(tmp_path):
     with serve_in_thread(ServerConfig(ttft_ms=20, itl_ms=2)) as url:
         s = run_benchmark(_config(url, request_rate_qps=math.inf, num_prompts=12,

@@ -35,6 +35,7 @@ def test_constant_and_infinite_rates():
         arrival_offsets_ns(3, 0.0)
 
 
+@pytest.mark.timing
 def test_sleep_until_is_never_early_and_rarely_late():
     """Never before the deadline; median lateness well under a millisecond (generous bound,
     the machine is shared; precise numbers are in benchmarks/client_overhead.py)."""

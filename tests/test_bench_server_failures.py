@@ -79,6 +79,7 @@ def test_failed_warmup_of_any_kind_stops_before_measuring(tmp_path):
     _no_request_was_measured(tmp_path)
 
 
+@pytest.mark.timing
 def test_silent_server_fails_within_the_timeout_and_says_it_is_waiting(tmp_path):
     lines: list[str] = []
     with serve_in_thread(ServerConfig(silent=True)) as url:

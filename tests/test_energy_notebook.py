@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import papermill
 import pytest
 from energy_fixtures import make_run_folder
 
@@ -63,8 +64,8 @@ def test_notebook_is_committed_clean():
         assert "def " not in "".join(cell["source"])
 
 
+@pytest.mark.slow
 def test_notebook_runs_under_papermill(reference_dir, tmp_path):
-    papermill = pytest.importorskip("papermill")
     run = make_run_folder(tmp_path / "runs" / "rtx", gpu_count=2, run_power_w=300.0)
     build, paper = tmp_path / "build", tmp_path / "paper"
     papermill.execute_notebook(

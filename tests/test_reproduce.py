@@ -48,6 +48,7 @@ def test_notebooks_are_committed_clean():
         assert len(tagged) == 1, f"{path}: one cell tagged 'parameters'"
 
 
+@pytest.mark.slow
 def test_reproduce_writes_tables_and_figures(reproduced):
     root, output = reproduced
     assert "02_ingest.ipynb done" in output and "03_cost_performance.ipynb done" in output
@@ -70,6 +71,7 @@ def test_reproduce_writes_tables_and_figures(reproduced):
         assert (root / "build" / "notebooks" / notebook.name).exists()
 
 
+@pytest.mark.slow
 def test_committed_tables_match_regenerated(reproduced):
     """The tables committed under paper/ are what the pipeline produces from the raw data."""
     root, _ = reproduced
@@ -79,6 +81,7 @@ def test_committed_tables_match_regenerated(reproduced):
     assert set(regenerated) == set(committed)
 
 
+@pytest.mark.slow
 def test_second_run_is_byte_identical(reproduced, reference_dir, tmp_path):
     root, _ = reproduced
     result = CliRunner().invoke(app, ["reproduce", "--from", str(reference_dir), "--build-dir",
@@ -88,6 +91,7 @@ def test_second_run_is_byte_identical(reproduced, reference_dir, tmp_path):
     assert _digests(tmp_path / "paper") == _digests(root / "paper")
 
 
+@pytest.mark.slow
 def test_failing_notebook_names_cell_and_keeps_copy(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("1 / 0")]

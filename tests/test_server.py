@@ -5,6 +5,7 @@ The real start/stop against vLLM for CPU is in tests/integration/test_e2e_vllm_c
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import socket
 import sys
@@ -67,18 +68,21 @@ def test_occupied_port_is_refused_before_launch(tmp_path: Path) -> None:
         assert server.process is None
 
 
-def test_missing_model_folder_and_missing_vllm_are_clear_errors(tmp_path: Path) -> None:
+def test_missing_model_folder_is_a_clear_error(tmp_path: Path) -> None:
     port = free_port()
     with pytest.raises(ServerError, match="does not exist"):
         VLLMServer(ServerConfig(model=str(tmp_path / "nope"), port=port), tmp_path).start()
-    # The toolkit's own interpreter has no vLLM (it lives in .venv-vllm).
-    try:
-        import vllm  # noqa: F401
-        pytest.skip("vLLM importable here")
-    except ImportError:
-        pass
+
+
+def test_interpreter_without_vllm_is_a_clear_error(tmp_path: Path) -> None:
+    """Runs on every machine, GPU machines with vLLM installed included: the interpreter given
+    is this Python started isolated and without site-packages (``-I -S``), a real interpreter
+    that cannot see any installed vLLM."""
+    python = tmp_path / "python-without-site-packages"
+    python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -I -S \"$@\"\n")
+    python.chmod(0o755)
     with pytest.raises(ServerError, match="vLLM is not installed"):
-        VLLMServer(ServerConfig(model=str(tmp_path), port=port, python=sys.executable),
+        VLLMServer(ServerConfig(model=str(tmp_path), port=free_port(), python=str(python)),
                    tmp_path).start()
 
 

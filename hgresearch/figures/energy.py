@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from hgresearch.figures.layout import spread_positions
 from hgresearch.figures.style import COUNT_MARKERS, apply_style, color_for
 from hgresearch.keys import hardware_label
 
@@ -75,18 +76,23 @@ def carbon_stacked(carbon: pd.DataFrame) -> plt.Figure:
                    label=f"{hardware} @ {qps:g} QPS: embodied")
         ax.set_title(_SCENARIO_TITLES.get(scenario, scenario))
         ax.set_ylabel("g CO2e per 1M tokens")
-    axes[0, 0].legend(frameon=False, ncol=2, loc="upper left")
     intensity = carbon.drop_duplicates("region").set_index("region").loc[regions].g_co2_per_kwh
     axes[-1, 0].set_xticks(x, [f"{r}\n{g:.0f}" for r, g in zip(regions, intensity, strict=True)])
     axes[-1, 0].set_xlabel("Grid region and intensity (g CO2 per kWh)")
-    fig.tight_layout()
+    # Above the panels, not inside one: the tallest bars reach the top of either panel.
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    legend_height_in = 0.18 * -(-len(labels) // 2) + 0.06  # two columns, 0.18 in per row
+    top = 1.0 - legend_height_in / fig.get_figheight()
+    fig.legend(handles, labels, frameon=False, ncol=2, loc="upper center",
+               bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, top))
     return fig
 
 
 def break_even(totals: pd.DataFrame, grid: pd.DataFrame, crossings: pd.DataFrame,
                zoom_g_per_kwh: float = 120.0) -> plt.Figure:
     """Total g CO2e per 1M tokens vs grid intensity for each configuration and scenario, the
-    break-even intensities marked, the catalog's regions as ticks on top; the right panel
+    break-even intensities marked, the catalog's regions named on top; the right panel
     zooms on clean grids (0 to ``zoom_g_per_kwh``), where the ranking can flip.
 
     ``totals``: :func:`hgresearch.carbon.totals_vs_intensity`; ``grid``: the grid catalog rows
@@ -112,16 +118,31 @@ def break_even(totals: pd.DataFrame, grid: pd.DataFrame, crossings: pd.DataFrame
                 ax.annotate(f"break-even ({row.scenario})\n{row.break_even_g_per_kwh:.0f} g/kWh",
                             (row.break_even_g_per_kwh, ax.get_ylim()[1] * 0.97), fontsize=7,
                             xytext=(4, 0), textcoords="offset points", va="top")
-        visible = grid[grid.g_co2_per_kwh <= limit]
-        top = ax.secondary_xaxis("top")
-        top.set_xticks(visible.g_co2_per_kwh.to_list(), visible.region.to_list(), rotation=90,
-                       fontsize=6.5)
         ax.set_xlabel("Grid carbon intensity (g CO2 per kWh)")
-    axes[0].set_ylabel("Total g CO2e per 1M tokens")
-    axes[1].set_title(f"zoom: 0-{zoom_g_per_kwh:g} g/kWh", fontsize=8)
+    for ax in axes:
+        ax.set_ylabel("Total g CO2e per 1M tokens")
+    axes[1].set_xlabel(f"Grid carbon intensity (g CO2 per kWh), zoom on 0-{zoom_g_per_kwh:g}")
     axes[0].legend(frameon=False, loc="upper left", bbox_to_anchor=(0.0, 0.9))
     fig.tight_layout()
+    for ax, limit in zip(axes, (float(totals.g_co2_per_kwh.max()), zoom_g_per_kwh), strict=True):
+        _region_labels(ax, grid[grid.g_co2_per_kwh <= limit], limit)
+    fig.tight_layout()
     return fig
+
+
+def _region_labels(ax: plt.Axes, regions: pd.DataFrame, limit: float,
+                   fontsize: float = 6.5) -> None:
+    """Region names above the axes, each joined by a leader to its intensity on the x axis;
+    names of regions with close intensities are spread apart instead of overlapping."""
+    width_pt = ax.bbox.width * 72.0 / ax.figure.dpi
+    wanted_pt = regions.g_co2_per_kwh.to_numpy(float) / limit * width_pt
+    placed_pt = spread_positions(wanted_pt, min_gap=1.5 * fontsize)
+    for name, wanted, placed in zip(regions.region, wanted_pt, placed_pt, strict=True):
+        ax.annotate(name, (wanted / width_pt, 1.0), xycoords="axes fraction",
+                    xytext=(placed - wanted, 12), textcoords="offset points", rotation=90,
+                    ha="center", va="bottom", fontsize=fontsize,
+                    arrowprops={"arrowstyle": "-", "color": "0.4", "linewidth": 0.6,
+                                "shrinkA": 0, "shrinkB": 0})
 
 
 def efficiency_ratio_bracket(estimates: pd.DataFrame) -> plt.Figure:
@@ -139,6 +160,7 @@ def efficiency_ratio_bracket(estimates: pd.DataFrame) -> plt.Figure:
         ax.annotate(f"{ratio:.2f}x", (ratio, yy), xytext=(0, 6), textcoords="offset points",
                     ha="center", fontsize=7.5)
     ax.set_yticks(y, estimates.estimate)
+    ax.set_ylim(-0.6, len(estimates) - 0.3)  # room for the value label above the top row
     ax.axvline(1.0, color="#888888", linewidth=0.8)
     ax.set_xlim(left=0)
     ax.set_xlabel("Tokens per kWh, H100 config / RTX 4090 config")

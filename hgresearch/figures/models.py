@@ -11,6 +11,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from hgresearch.figures.style import COUNT_MARKERS, apply_style, color_for
 from hgresearch.models.audit import CLAIMS
@@ -110,6 +111,12 @@ def capacity_summary_figure(capacity: pd.DataFrame) -> plt.Figure:
     ax.set_yticks(y, data.configuration, fontsize=6.5)
     ax.set_xlabel("capacity (input + output tokens/s); hollow = lower bound")
     ax.invert_yaxis()
+    handles = [Line2D([], [], color=color_for(gpu), marker="o", lw=2, alpha=0.8, label=gpu)
+               for gpu in sorted(data.gpu_name.unique())]
+    handles.append(Line2D([], [], color="0.4", marker="o", markerfacecolor="white", lw=2,
+                          label="lower bound (capacity not reached)"))
+    ax.legend(handles=handles, fontsize=6.5, loc="best",
+              title="dot: fitted capacity, bar: 95 % interval", title_fontsize=6.5)
     fig.tight_layout()
     return fig
 
@@ -124,8 +131,9 @@ def latency_fits_figure(runs: pd.DataFrame, models: ModelSet,
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     keys = _selected(models, model, configurations)
     cols = max(len(keys), 1)
+    # one offered-rate axis per configuration column, labelled under its bottom panel
     fig, grid_axes = plt.subplots(len(metrics), cols, figsize=(3.2 * cols, 2.5 * len(metrics)),
-                                  squeeze=False)
+                                  squeeze=False, sharex="col")
     for row, metric in enumerate(metrics):
         for col, key in enumerate(keys):
             ax = grid_axes[row][col]
@@ -187,7 +195,10 @@ def scaling_figure(points: pd.DataFrame, summary: pd.DataFrame) -> plt.Figure:
         if "observed_efficiency_per_gpu" in part:
             ax_eff.scatter(part.gpu_count, part.observed_efficiency_per_gpu, color=color, s=18)
     ax.set_xlabel("GPUs (tensor parallel)")
-    ax.set_ylabel(f"capacity ({points.capacity_column.iloc[0]})")
+    column = str(points.capacity_column.iloc[0])
+    unit = ("tokens/s" if column.endswith("_tok_per_s")
+            else "requests/s" if column.endswith("_rps") else column)
+    ax.set_ylabel(f"capacity ({unit}, {column})")
     ax.set_xscale("log", base=2)
     ax.legend(fontsize=6, title="solid: USL, dashed: Amdahl", title_fontsize=6)
     ax_eff.set_xscale("log", base=2)
@@ -239,14 +250,21 @@ def roofline_figure(roofline: pd.DataFrame) -> plt.Figure:
              "prefill bound ÷ mean TTFT",
              "decode tokens/s ÷ ceiling (largest batch the KV cache holds)"], strict=True):
         jitter = (data.request_rate_qps.rank(method="dense").to_numpy() - 3) * 0.08
-        ax.scatter(x + jitter, data[column], c=[color_for(g) for g in data.gpu_name], s=10)
+        for gpu in sorted(data.gpu_name.unique()):
+            mine = (data.gpu_name == gpu).to_numpy()
+            ax.scatter((x + jitter)[mine], data[column][mine], color=color_for(gpu), s=10,
+                       label=gpu)
         ax.axhline(1.0, color="crimson", lw=1)
         ax.set_ylim(0, 1.1)
         ax.set_ylabel("achieved / bound")
         ax.set_title(title, fontsize=8.5)
-    axes[-1].set_xticks(range(len(order)), order, rotation=75, ha="right", fontsize=6)
+    axes[-1].set_xticks(range(len(order)), order, rotation=90, fontsize=6)
+    axes[-1].set_xlabel("configuration (points left to right: rising offered rate)")
     n_bad = int(roofline.exceeds_bound.sum())
     fig.suptitle(f"{len(roofline)} runs; {n_bad} above their bound", fontsize=9)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper right", frameon=False, fontsize=7,
+               ncol=len(labels))
     fig.tight_layout()
     return fig
 
@@ -263,22 +281,32 @@ def validation_figure(predictions: pd.DataFrame) -> plt.Figure:
             continue
         data = predictions.dropna(subset=[obs, pred])
         data = data[data[pred] > 0]
-        # "<model> on <n>x <GPU>" -> colour of the GPU
-        colors = [color_for(g.split()[-1]) for g in data.configuration.str.split(" on ").str[1]]
-        ax.scatter(data[obs], data[pred], c=colors, s=12)
+        # "<model> on <n>x <GPU>" -> the GPU, one colour (and legend entry) each
+        gpus = data.configuration.str.split(" on ").str[1].str.split().str[-1]
+        for gpu in sorted(gpus.unique()):
+            ax.scatter(data[obs][gpus == gpu], data[pred][gpus == gpu], color=color_for(gpu),
+                       s=12, label=f"{gpu} (held-out run)")
         lo = float(min(data[obs].min(), data[pred].min())) * 0.8
         hi = float(max(data[obs].max(), data[pred].max())) * 1.2
         grid = np.geomspace(lo, hi, 10)
-        ax.plot(grid, grid, color="0.3", lw=0.8)
+        ax.plot(grid, grid, color="0.3", lw=0.8, label="prediction = measurement")
         ax.fill_between(grid, grid * (1 - tol), grid * (1 + tol), color="0.5", alpha=0.15,
                         lw=0, label=f"±{tol:.0%}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(f"measured {label}")
         ax.set_ylabel(f"predicted (left out) {label}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+#: y axis of each audited ratio (columns of :func:`hgresearch.models.audit.comparison_rows`).
+AUDIT_Y_LABELS = {
+    "throughput_ratio": "tokens/s, 4090 config / H100 (ratio)",
+    "cost_reduction": "1 − cost per token 4090 / H100 (fraction)",
+    "tok_per_usd_ratio": "tokens per USD, 4090 config / H100 (ratio)",
+}
 
 
 def audit_figure(comparisons: pd.DataFrame) -> plt.Figure:
@@ -298,8 +326,8 @@ def audit_figure(comparisons: pd.DataFrame) -> plt.Figure:
                    label="paper's claim")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("offered rate (req/s)")
+        ax.set_ylabel(AUDIT_Y_LABELS[kind])
         ax.set_title(claim, fontsize=8.5)
-    axes[0].set_ylabel("4090 / H100")
     axes[-1].legend(fontsize=5.5, ncol=1, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
     return fig

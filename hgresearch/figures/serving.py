@@ -1,13 +1,22 @@
 """Figures of our own served sweeps (e.g. the committed CPU sweep): load vs achieved rate,
-and the client's TTFT beside the server's."""
+the client's TTFT beside the server's, and per-request latency distributions."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from hgresearch.figures.style import apply_style, color_for
+from hgresearch.serving import ecdf_band
+
+#: Axis label of each per-request latency column.
+LATENCY_LABELS = {"ttft_ms": "time to first token (ms)",
+                  "tpot_ms": "time per output token (ms)",
+                  "e2el_ms": "end-to-end latency (ms)"}
 
 
 def achieved_vs_offered(runs: pd.DataFrame, title: str) -> plt.Figure:
@@ -59,4 +68,51 @@ def client_vs_server_ttft(crosscheck: pd.DataFrame, title: str) -> plt.Figure:
     ax.set_title(title)
     ax.legend(frameon=False)
     fig.tight_layout()
+    return fig
+
+
+def latency_ecdf_per_qps(requests: pd.DataFrame, title: str,
+                         columns: tuple[str, ...] = ("ttft_ms", "tpot_ms"),
+                         slo_ms: dict[str, float] | None = None,
+                         confidence: float = 0.95) -> plt.Figure:
+    """Empirical CDF of each per-request latency per offered QPS (repeats pooled), log x, with
+    the simultaneous ``confidence`` band of each curve (DKW, :func:`hgresearch.serving.ecdf_band`)
+    and optional latency targets (``slo_ms``: column -> ms) as vertical lines.
+
+    ``requests`` comes from :func:`hgresearch.serving.requests_of_runs`.
+    """
+    apply_style()
+    rates = sorted(requests.request_rate_qps.unique())
+    # viridis without its pale yellow end, which is hard to see on white
+    palette = dict(zip(rates, sns.color_palette("viridis", len(rates) + 1)[:len(rates)],
+                       strict=True))
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.6 * len(columns), 4.2), squeeze=False)
+    counts = requests.groupby("request_rate_qps").size()
+    for ax, column in zip(axes[0], columns, strict=True):
+        data = requests.dropna(subset=[column])
+        sns.ecdfplot(data=data, x=column, hue="request_rate_qps", palette=palette,
+                     log_scale=True, legend=False, linewidth=1.2, ax=ax)
+        for rate, part in data.groupby("request_rate_qps", sort=True):
+            x, _, low, high = ecdf_band(part[column], confidence)
+            ax.fill_between(x, low, high, step="post", color=palette[rate], alpha=0.15,
+                            linewidth=0)
+        target = (slo_ms or {}).get(column)
+        if target is not None:
+            ax.axvline(target, color="black", linewidth=0.8, linestyle=":")
+        ax.set_xlabel(LATENCY_LABELS.get(column, column) + ", log scale")
+        ax.set_ylabel("fraction of requests at or below x")
+        ax.set_ylim(0, 1.02)
+    handles = [Line2D([], [], color=palette[rate], linewidth=1.2,
+                      label=f"{rate:g} QPS ({counts[rate]} requests)") for rate in rates]
+    handles.append(Patch(color="0.6", alpha=0.3,
+                         label=f"{confidence:.0%} band (DKW, per curve)"))
+    if slo_ms:
+        handles.append(Line2D([], [], color="black", linewidth=0.8, linestyle=":",
+                              label="latency target"))
+    # under the panels: inside one it would cover the curves of some rate
+    fig.legend(handles=handles, frameon=False, loc="lower center", fontsize=7,
+               ncol=min(len(handles), 4))
+    fig.suptitle(title)
+    legend_rows = -(-len(handles) // 4)
+    fig.tight_layout(rect=(0, (0.2 * legend_rows + 0.1) / fig.get_figheight(), 1, 1))
     return fig

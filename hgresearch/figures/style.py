@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless and deterministic; notebooks still display the returned figure
 import matplotlib.pyplot as plt  # noqa: E402
+
+from hgresearch.figures.layout import FigureLayoutWarning, layout_problems  # noqa: E402
 
 #: Colour per normalized GPU name, shared by every figure.
 GPU_COLORS = {
@@ -24,6 +27,8 @@ GPU_COLORS = {
 }
 #: Line style per GPU count of a configuration.
 COUNT_MARKERS = {1: "o", 2: "s", 4: "^", 8: "D"}
+#: Shade of a GPU's colour per GPU count (see :func:`color_for`).
+COUNT_SHADES = {1: 0.55, 2: 0.25, 4: -0.15, 8: -0.5}
 
 RC = {
     "figure.figsize": (6.4, 4.0),
@@ -56,16 +61,20 @@ def color_for(gpu_name: str, gpu_count: int | None = None) -> str:
     base = GPU_COLORS.get(gpu_name, "#333333")
     if gpu_count is None:
         return base
-    # 1 GPU -> lighter, 8 GPUs -> darker; 2 GPUs keep the base colour.
-    shade = {1: 0.35, 2: 0.0, 4: -0.3, 8: -0.55}.get(int(gpu_count), 0.0)
+    # Light to dark with the GPU count, in steps large enough to tell 4 from 8 GPUs apart
+    # (positive: mixed towards white, negative: towards black).
+    shade = COUNT_SHADES.get(int(gpu_count), 0.0)
     rgb = to_rgb(base)
     mixed = [c + (1 - c) * shade if shade > 0 else c * (1 + shade) for c in rgb]
     return to_hex(mixed)
 
 
-def save_figure(fig: plt.Figure, stem: str | Path) -> list[Path]:
+def save_figure(fig: plt.Figure, stem: str | Path, check_layout: bool = True) -> list[Path]:
     """Save ``<stem>.png`` and ``<stem>.pdf`` without dates or software versions, so the same
-    figure gives the same bytes every time. Returns the paths."""
+    figure gives the same bytes every time. Returns the paths.
+
+    With ``check_layout``, warns (:class:`~hgresearch.figures.layout.FigureLayoutWarning`)
+    when labels overlap, an annotation leaves its axes or a legend covers data."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     png = stem.with_suffix(".png")
@@ -73,4 +82,9 @@ def save_figure(fig: plt.Figure, stem: str | Path) -> list[Path]:
     fig.savefig(png, metadata={"Software": None}, bbox_inches="tight")
     fig.savefig(pdf, metadata={"CreationDate": None, "ModDate": None, "Producer": None,
                                "Creator": None}, bbox_inches="tight")
+    if check_layout:
+        problems = layout_problems(fig)
+        if problems:
+            warnings.warn(f"{png.name}: " + "; ".join(problems), FigureLayoutWarning,
+                          stacklevel=2)
     return [png, pdf]
