@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,10 +27,14 @@ import numpy as np
 
 from hgresearch.errors import InputError
 
-#: vLLM's ShareGPT filters (benchmark_serving.py, 0.8.5).
-SHAREGPT_MIN_TOK = 4
-SHAREGPT_MAX_PROMPT_TOK = 1024
-SHAREGPT_MAX_TOTAL_TOK = 2048
+# The length distributions and vLLM's ShareGPT filters live below bench, shared with the
+# simulator; re-exported here for existing callers.
+from hgresearch.lengths import (
+    SHAREGPT_MAX_PROMPT_TOK,
+    SHAREGPT_MAX_TOTAL_TOK,
+    SHAREGPT_MIN_TOK,
+    draw_lengths,
+)
 
 
 @dataclass(frozen=True)
@@ -153,26 +156,6 @@ def _random(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[t
         ids = prefix + [int(starts[i] + i + j) % vocab for j in range(int(in_lens[i]))]
         out.append((tok.decode(ids), prefix_len + int(in_lens[i]), int(out_lens[i])))
     return out
-
-
-_DISTS: dict[str, Callable[[np.random.Generator, dict[str, Any], int], np.ndarray]] = {
-    "constant": lambda r, p, n: np.full(n, float(p["value"])),
-    "uniform": lambda r, p, n: r.uniform(float(p["low"]), float(p["high"]) + 1, size=n),
-    "normal": lambda r, p, n: r.normal(float(p["mean"]), float(p["std"]), size=n),
-    "lognormal": lambda r, p, n: float(p["median"]) * np.exp(r.normal(0, float(p["sigma"]), n)),
-    "exponential": lambda r, p, n: r.exponential(float(p["mean"]), size=n),
-}
-
-
-def draw_lengths(dist: dict[str, Any], n: int, rng: np.random.Generator) -> np.ndarray:
-    """Integer lengths from ``{"dist": name, <params>, "min": 1, "max": ...}`` (clipped)."""
-    name = dist.get("dist", "constant")
-    if name not in _DISTS:
-        raise InputError(f"unknown distribution {name!r}; expected one of {sorted(_DISTS)}",
-                         field="dist")
-    values = _DISTS[name](rng, dist, n)
-    lo, hi = int(dist.get("min", 1)), int(dist.get("max", 1 << 20))
-    return np.clip(np.floor(values), lo, hi).astype(int)
 
 
 def _synthetic(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
