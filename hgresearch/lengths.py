@@ -36,8 +36,8 @@ SHAREGPT_MAX_TOTAL_TOK = 2048
 #: Log-space spread of ShareGPT prompt and output lengths (tokens) after vLLM's filters: an
 #: assumption (a lognormal fitted by eye to the published ShareGPT-V3 length histograms), not
 #: a measurement of the paper's sample, which its result files do not keep.
-SHAREGPT_PROMPT_SIGMA = 1.0
-SHAREGPT_OUTPUT_SIGMA = 0.9
+SHAREGPT_PROMPT_SIGMA = 0.8
+SHAREGPT_OUTPUT_SIGMA = 0.6
 
 
 def draw_lengths(dist: dict[str, Any], n: int, rng: np.random.Generator) -> np.ndarray:

@@ -25,7 +25,7 @@ ANALYSIS = sorted(
     | {f"hgresearch.figures.{p.stem}" for p in (PACKAGE / "figures").glob("*.py")
        if p.stem != "__init__"}
     # The simulator (predict layer) and the arrival schedules it shares with the bench.
-    | {"hgresearch.arrivals"} | {f"hgresearch.sim.{p.stem}" for p in (PACKAGE / "sim").glob("*.py")}
+    | {"hgresearch.arrivals", "hgresearch.lengths"} | {f"hgresearch.sim.{p.stem}" for p in (PACKAGE / "sim").glob("*.py")}
     # Routing policies (decide layer), shared by the fleet simulator and the live bench.
     | {"hgresearch.routing"})
 FORBIDDEN = ("hgresearch.bench", "hgresearch.telemetry", "pynvml")

@@ -12,7 +12,7 @@ command so ``--help`` is fast.
 | ``serve``, ``sweep``, ``model list``, ``model synth`` | :mod:`hgresearch.cli.serve` |
 | ``fit`` | :mod:`hgresearch.cli.fit` |
 | ``energy`` | :mod:`hgresearch.cli.energy` |
-| ``sim fleet`` | :mod:`hgresearch.cli.sim` |
+| ``sim run``, ``sim fleet`` | :mod:`hgresearch.cli.sim` |
 """
 
 from __future__ import annotations

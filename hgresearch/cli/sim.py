@@ -1,10 +1,12 @@
 """``hgresearch sim``: the serving simulator (docs/simulator.md).
 
-``sim fleet`` simulates a fleet file's replicas behind a routing policy.
+``sim run`` simulates one run of a configuration calibrated on its measured runs; ``sim fleet``
+simulates a fleet file's replicas behind a routing policy.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +14,7 @@ import typer
 
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
-from hgresearch.cli.options import Seed
+from hgresearch.cli.options import BuildDir, ReferenceSource, Seed, output_option
 from hgresearch.routing import Policy
 
 sim_app = typer.Typer(help="Simulate vLLM replicas and fleets (docs/simulator.md).",
@@ -69,3 +71,38 @@ def fleet(
     typer.echo(f"fleet {fleet_file}, policy {policy.value}, {qps:g} req/s, "
                f"{num_prompts} requests, seed {seed}")
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+
+@command(sim_app, "run")
+def sim_run(
+    config: Annotated[str, typer.Option(
+        "--config", help='Configuration label, e.g. "DeepSeek-R1-Distill-Qwen-14B on 1x '
+                         'H100-PCIe" (the reference data\'s and data/raw\'s).')],
+    qps: Annotated[float, typer.Option("--qps", help="Offered request rate (req/s).")],
+    num_prompts: Annotated[int, typer.Option("--num-prompts", help="Requests to send.")] = 200,
+    reference: ReferenceSource = None,
+    build_dir: BuildDir = Path("build"),
+    seed: Seed = 0,
+    output: Annotated[Path | None, output_option(
+        "Also write a run-like folder (requests, summary, config; source = simulated).")]
+    = None,
+) -> None:
+    """Simulate one run of a configuration calibrated on its measured runs; print its summary
+    (the keys of a measured run's summary.json) as JSON."""
+    from hgresearch.sim.run import (
+        calibration_for,
+        calibration_runs,
+        calibrations,
+        simulate_run,
+        write_run_folder,
+    )
+    from hgresearch.sim.validation import configuration_points
+
+    runs = calibration_runs(reference)
+    fit = calibration_for(config, calibrations(runs, build_dir, n_jobs=2))
+    points = dict(configuration_points(runs))[config]
+    run = simulate_run(fit, points, qps, num_prompts, length_seed=seed)
+    typer.echo(json.dumps(run.summary, indent=1, default=str))
+    if output is not None:
+        write_run_folder(run, output)
+        typer.echo(f"simulated run -> {output}", err=True)

@@ -12,6 +12,7 @@ simulator that overestimates KV capacity underestimates preemption and TTFT.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hgresearch.catalogs import hardware_catalog, model_catalog, normalize_gpu_name
@@ -110,3 +111,20 @@ def roofline_floor_from_catalogs(
         flops_per_token=2.0 * params,
         peak_flops_per_s=num_gpus * float(gpu_row.fp16_dense_tflops) * 1e12,
     )
+
+
+#: vLLM's startup lines that state the KV cache it allocated (V1: tokens; V0: blocks).
+_KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
+_GPU_BLOCKS_RE = re.compile(r"# GPU blocks: (\d+)")
+_CPU_BLOCKS_RE = re.compile(r"# CPU blocks: (\d+)")
+
+
+def kv_capacity_tokens_from_log(text: str, block_size: int = 16) -> int | None:
+    """KV tokens a vLLM server reported at startup (its log text), or ``None`` if it did not:
+    V1's ``KV cache size: N tokens`` (the last one logged) or V0's ``# GPU blocks: B`` (its
+    ``# CPU blocks`` are swap space on a GPU, the KV cache only on the CPU backend)."""
+    tokens = _KV_TOKENS_RE.findall(text)
+    if tokens:
+        return int(tokens[-1].replace(",", ""))
+    blocks = _GPU_BLOCKS_RE.findall(text) or _CPU_BLOCKS_RE.findall(text)
+    return int(blocks[-1]) * block_size if blocks else None

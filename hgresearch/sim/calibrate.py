@@ -1,0 +1,324 @@
+"""Calibration: fit a configuration's step-time coefficients by simulating its measured runs.
+
+The step time of a replica is (:class:`~hgresearch.sim.step_time.LinearStepTimeModel`)::
+
+    t = c0 · (1 + kv_bytes_per_token · kv_tokens_read / weights_bytes)
+        + c_prefill · prefill_tokens + c_decode · decode_seqs,   at least the roofline floor
+
+i.e. the per-step constant ``c0`` (reading the weights, launching kernels) scales with the
+bytes read, so reading the KV costs per byte what reading the weights does; plus a constant
+request-path delay ``ttft_offset`` (HTTP, tokenisation) added to every request's first token
+and completion. Four numbers per configuration: the three step coefficients are searched in
+log space with Nelder–Mead (:func:`scipy.optimize.minimize`; the simulated error surface is
+rugged where scheduling decisions flip, which stalls gradient methods), minimising a robust
+(soft-L1) loss of the log-ratios simulated / measured of :data:`TARGETS` at each calibration
+point (one point per offered rate; repeated runs averaged); the offset is solved for inside
+each evaluation (it shifts every TTFT by itself). Uncertainty: ``s² (JᵀJ)⁻¹`` from central
+differences of the residuals at the optimum.
+
+The simulation of a point does not depend on the offset, so the fit re-simulates only when a
+step coefficient changes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize, minimize_scalar
+
+from hgresearch.errors import InputError
+from hgresearch.sim.capacity import (
+    kv_bytes_per_token,
+    kv_capacity_tokens_from_log,
+    replica_config_from_catalogs,
+    roofline_floor_from_catalogs,
+    weights_bytes,
+)
+from hgresearch.sim.entities import ReplicaConfig
+from hgresearch.sim.simulator import make_requests, run_replica
+from hgresearch.sim.step_time import LinearStepTimeModel, RooflineFloor
+from hgresearch.sim.workload import Workload
+
+#: Summary columns (runs-table names) the calibration matches and the validation reports.
+TARGETS = ("duration_s", "request_throughput_rps", "output_throughput_tok_per_s",
+           "mean_tpot_ms", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")
+#: Bounds of the fitted numbers: c0 (s), c_prefill (s/token), c_decode (s/seq), offset (s).
+LOWER = (1e-5, 1e-9, 1e-8, 0.0)
+UPPER = (10.0, 1e-1, 1e-1, 0.5)
+#: First simplex steps in log coefficient (c0, c_prefill, c_decode): c0 is known to ~30% from
+#: the lowest rate's TPOT, the others only to an order of magnitude.
+INITIAL_STEPS = (0.3, 1.0, 1.0)
+#: Log-error scale of the robust (Cauchy) loss: errors well above ~10% count less than squared.
+ROBUST_SCALE = 0.1
+#: Robust loss of the calibration: "soft_l1" (squared for small log-errors, linear for large)
+#: or "cauchy" (logarithmic for large: outliers all but ignored).
+LOSS = "soft_l1"
+#: Finite-difference step of the Jacobian (uncertainty), in log coefficient.
+DIFF_STEP = 0.1
+
+
+@dataclass(frozen=True)
+class Replica:
+    """What is fixed about a configuration: its label, scheduler limits and KV cache, roofline
+    floor (``None`` where the catalogs lack the hardware, e.g. CPU) and the KV-to-weights byte
+    ratio that ties the KV read cost to ``c0``."""
+
+    label: str
+    model: str
+    gpu_name: str
+    num_gpus: int
+    config: ReplicaConfig
+    floor: RooflineFloor | None
+    kv_per_weight_byte: float
+
+
+@dataclass(frozen=True)
+class StepCoefficients:
+    """Fitted numbers of one configuration (see the module docstring)."""
+
+    c0_s: float
+    c_prefill_s_per_token: float
+    c_decode_s_per_seq: float
+    ttft_offset_s: float = 0.0
+
+    def as_array(self) -> np.ndarray:
+        """``[c0, c_prefill, c_decode, offset]``."""
+        return np.array([self.c0_s, self.c_prefill_s_per_token, self.c_decode_s_per_seq,
+                         self.ttft_offset_s])
+
+    def step_model(self, replica: Replica) -> LinearStepTimeModel:
+        """The replica's step-time model with these coefficients."""
+        return LinearStepTimeModel(
+            c0_s=self.c0_s, c_prefill_s_per_token=self.c_prefill_s_per_token,
+            c_decode_s_per_seq=self.c_decode_s_per_seq,
+            c_kv_s_per_token=self.c0_s * replica.kv_per_weight_byte, floor=replica.floor)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Result of :func:`calibrate`: coefficients, the relative standard errors of the three
+    step coefficients, the calibration rates and the fit's RMS
+    log-error."""
+
+    replica: Replica
+    coefficients: StepCoefficients
+    rel_se: tuple[float, float, float]
+    rates_qps: tuple[float, ...]
+    rms_log_error: float
+    num_simulations: int
+    extra: dict = field(default_factory=dict)
+
+
+def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None = None,
+                kv_capacity_tokens: int | None = None, **config_kwargs) -> Replica:
+    """The :class:`Replica` of ``model`` on ``gpu_count`` × ``gpu_name`` (tensor parallel).
+
+    KV blocks come from the server-reported capacity when given (``kv_capacity_tokens``), else
+    from the catalogs; the roofline floor from the catalogs where they know the hardware.
+    """
+    label = label or f"{model} on {gpu_count}x {gpu_name}"
+    ratio = kv_bytes_per_token(model) / weights_bytes(model)
+    block_size = int(config_kwargs.get("block_size", 16))
+    if kv_capacity_tokens is not None:
+        config = ReplicaConfig(num_kv_blocks=max(kv_capacity_tokens // block_size, 1),
+                               **config_kwargs)
+    else:
+        config = replica_config_from_catalogs(model, gpu_name, num_gpus=gpu_count,
+                                              **config_kwargs)
+    try:
+        floor = roofline_floor_from_catalogs(model, gpu_name, num_gpus=gpu_count)
+        if not (math.isfinite(floor.bandwidth_bytes_per_s) and floor.bandwidth_bytes_per_s > 0
+                and math.isfinite(floor.peak_flops_per_s) and floor.peak_flops_per_s > 0):
+            floor = None
+    except (InputError, ValueError, TypeError):
+        floor = None
+    return Replica(label=label, model=model, gpu_name=gpu_name, num_gpus=gpu_count,
+                   config=config, floor=floor, kv_per_weight_byte=ratio)
+
+
+def replica_for_runs(runs: pd.DataFrame) -> Replica:
+    """:func:`replica_for` the configuration of ``runs`` (one configuration of a runs table);
+    the KV capacity is read from a run folder's server log when one has it."""
+    from hgresearch.ingest import hardware_label
+    from hgresearch.runfolder import SERVER_LOG_FILE
+
+    first = runs.iloc[0]
+    kv_tokens = None
+    for run_dir in runs.get("run_dir", pd.Series(dtype=object)).dropna():
+        if not isinstance(run_dir, str) or not run_dir:
+            continue
+        from pathlib import Path
+
+        for log in (Path(run_dir) / SERVER_LOG_FILE, Path(run_dir).parent / SERVER_LOG_FILE):
+            if log.is_file():
+                kv_tokens = kv_capacity_tokens_from_log(log.read_text(errors="replace"))
+                if kv_tokens:
+                    break
+        if kv_tokens:
+            break
+    label = f"{first['model']} on {hardware_label(first['gpu_name'], int(first['gpu_count']))}"
+    return replica_for(str(first["model"]), str(first["gpu_name"]), int(first["gpu_count"]),
+                       label=label, kv_capacity_tokens=kv_tokens)
+
+
+@dataclass(frozen=True)
+class SimulatedTimes:
+    """Per-request times of one simulated run (s from the first send), before the offset."""
+
+    arrivals_s: np.ndarray
+    first_token_s: np.ndarray
+    done_s: np.ndarray
+    output_tokens: np.ndarray
+    prompt_tokens: np.ndarray
+    min_duration_s: float
+
+
+def simulate_times(replica: Replica, coefficients: StepCoefficients,
+                   workload: Workload) -> SimulatedTimes:
+    """Simulate ``workload`` on ``replica``; the per-request times as arrays."""
+    requests = make_requests(replica.config, workload.arrivals_s, workload.prompt_tokens,
+                             workload.output_tokens)
+    run_replica(replica.config, coefficients.step_model(replica), requests)
+    return SimulatedTimes(
+        arrivals_s=np.fromiter((r.arrival_s for r in requests), float, len(requests)),
+        first_token_s=np.fromiter((r.first_token_s for r in requests), float, len(requests)),
+        done_s=np.fromiter((r.done_s for r in requests), float, len(requests)),
+        output_tokens=np.asarray(workload.output_tokens, dtype="int64"),
+        prompt_tokens=np.asarray(workload.prompt_tokens, dtype="int64"),
+        min_duration_s=workload.min_duration_s)
+
+
+def summary_from_times(times: SimulatedTimes, ttft_offset_s: float = 0.0) -> dict[str, float]:
+    """The :data:`TARGETS` (and total token throughput) of a simulated run, computed as vLLM's
+    benchmark does: duration = the later of the last response and the end of the send loop
+    (``min_duration_s``); TPOT over requests with more than one output token; percentiles with
+    linear interpolation (``numpy.percentile``, as :func:`hgresearch.metrics.describe`)."""
+    ttft_ms = (times.first_token_s - times.arrivals_s + ttft_offset_s) * 1e3
+    multi = times.output_tokens > 1
+    tpot_ms = ((times.done_s[multi] - times.first_token_s[multi])
+               / (times.output_tokens[multi] - 1)) * 1e3
+    duration = max(float(times.done_s.max()) + ttft_offset_s, times.min_duration_s)
+    n = len(times.done_s)
+    out_tok = float(times.output_tokens.sum())
+    p50, p90, p99 = np.percentile(ttft_ms, [50, 90, 99])
+    return {
+        "duration_s": duration,
+        "request_throughput_rps": n / duration,
+        "output_throughput_tok_per_s": out_tok / duration,
+        "total_token_throughput_tok_per_s": (out_tok + float(times.prompt_tokens.sum()))
+        / duration,
+        "mean_tpot_ms": float(tpot_ms.mean()) if len(tpot_ms) else math.nan,
+        "mean_ttft_ms": float(ttft_ms.mean()),
+        "p50_ttft_ms": float(p50), "p90_ttft_ms": float(p90), "p99_ttft_ms": float(p99),
+    }
+
+
+def simulate_summary(replica: Replica, coefficients: StepCoefficients,
+                     workload: Workload) -> dict[str, float]:
+    """:func:`summary_from_times` of :func:`simulate_times`."""
+    return summary_from_times(simulate_times(replica, coefficients, workload),
+                              coefficients.ttft_offset_s)
+
+
+def robust_loss(log_errors: np.ndarray) -> float:
+    """Sum of ``LOSS`` over log-errors scaled by :data:`ROBUST_SCALE`."""
+    z = (np.asarray(log_errors) / ROBUST_SCALE) ** 2
+    if LOSS == "cauchy":
+        return float(np.sum(np.log1p(z)))
+    return float(np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0)))  # soft-L1: linear for large errors
+
+
+def _initial_guess(measured: pd.DataFrame, replica: Replica) -> np.ndarray:
+    """A start from the calibration points only: c0 from the lowest-rate TPOT (nearly a
+    one-sequence decode step), the others a fixed fraction of it."""
+    lowest = measured.sort_values("request_rate_qps").iloc[0]
+    c0 = float(lowest.mean_tpot_ms) / 1e3 * 0.9
+    if replica.floor is not None:
+        c0 = max(c0, replica.floor.floor_s(0, 1, 0))
+    # Prefill: twice the roofline's compute time per token (~50% of peak FLOPS) where known.
+    prefill = (2.0 * replica.floor.flops_per_token / replica.floor.peak_flops_per_s
+               if replica.floor is not None else c0 / 2000.0)
+    return np.array([math.log(c0), math.log(prefill), math.log(c0 / 200.0), 0.002])
+
+
+def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Workload], *,
+              targets: Sequence[str] = TARGETS, max_evaluations: int = 80) -> Calibration:
+    """Fit ``replica``'s :class:`StepCoefficients` to ``measured`` (one row per calibration
+    point, columns :data:`TARGETS` and ``request_rate_qps``) by simulating ``workloads`` (one
+    per row, same order).
+
+    Raises:
+        InputError: without calibration points or with a row lacking a target.
+    """
+    if len(measured) == 0 or len(measured) != len(workloads):
+        raise InputError(f"expected one workload per calibration point, got {len(workloads)} "
+                         f"for {len(measured)}", field="request_rate_qps")
+    observed = measured[list(targets)].to_numpy(dtype=float)
+    if not np.isfinite(observed).all() or (observed <= 0).any():
+        raise InputError(f"{replica.label}: every calibration point needs positive "
+                         f"{', '.join(targets)}", field="targets")
+    log_observed = np.log(observed)
+    ttft_columns = [i for i, k in enumerate(targets) if k.endswith("_ttft_ms")]
+    cache: dict[tuple[float, float, float], tuple[np.ndarray, float]] = {}
+
+    def projected(x: np.ndarray) -> tuple[np.ndarray, float]:
+        """Log-residuals at the best offset for these step coefficients, and that offset:
+        the offset moves every TTFT percentile by itself and nothing else (durations by a
+        negligible amount), so it is solved for inside (variable projection)."""
+        key = (float(x[0]), float(x[1]), float(x[2]))
+        if key in cache:
+            return cache[key]
+        coefs = StepCoefficients(math.exp(x[0]), math.exp(x[1]), math.exp(x[2]))
+        times = [simulate_times(replica, coefs, w) for w in workloads]
+
+        def at(offset_s: float) -> np.ndarray:
+            rows = [summary_from_times(t, offset_s) for t in times]
+            sim = np.array([[row[k] for k in targets] for row in rows])
+            return np.log(sim) - log_observed
+
+        def ttft_cost(offset_s: float) -> float:
+            return robust_loss(at(offset_s)[:, ttft_columns])
+
+        offset = (minimize_scalar(ttft_cost, bounds=(LOWER[3], UPPER[3]), method="bounded",
+                                  options={"xatol": 1e-5}).x if ttft_columns else 0.0)
+        cache[key] = (at(float(offset)).ravel(), float(offset))
+        return cache[key]
+
+    lower = np.log(np.array(LOWER[:3]))
+    upper = np.log(np.array(UPPER[:3]))
+    x0 = np.clip(_initial_guess(measured, replica)[:3], lower + 1e-9, upper - 1e-9)
+    # Simulated percentiles jump where a scheduling decision flips, so the error surface is
+    # rugged at the scale of a few percent: a simplex search (no gradients) over the log
+    # coefficients, bounded by clipping, is steadier than a gradient method. The robust
+    # (Cauchy) loss keeps a few points the replica model cannot represent (e.g. runs whose TTFT
+    # falls as the load rises) from dragging the others.
+    def robust_cost(x: np.ndarray) -> float:
+        return robust_loss(projected(np.clip(x, lower, upper))[0])
+
+    simplex = np.vstack([x0] + [x0 + step for step in np.diag(INITIAL_STEPS)])
+    result = minimize(robust_cost, x0, method="Nelder-Mead",
+                      options={"maxfev": max_evaluations, "xatol": 0.01, "fatol": 1e-3,
+                               "initial_simplex": simplex})
+    x = np.clip(result.x, lower, upper)
+    residuals, offset = projected(x)
+    # Uncertainty: central differences of the residuals at the optimum (step DIFF_STEP in log),
+    # s² (JᵀJ)⁻¹ with s² the residual variance.
+    jac = np.column_stack([
+        (projected(np.clip(x + DIFF_STEP * e, lower, upper))[0]
+         - projected(np.clip(x - DIFF_STEP * e, lower, upper))[0]) / (2 * DIFF_STEP)
+        for e in np.eye(len(x))])
+    dof = max(len(residuals) - len(x) - 1, 1)
+    s2 = float(residuals @ residuals) / dof
+    se = np.sqrt(np.clip(np.diag(s2 * np.linalg.pinv(jac.T @ jac)), 0.0, None))
+    coefs = StepCoefficients(math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), offset)
+    # A log-space standard error s is a relative one of exp(s) - 1 (upper side); a coefficient
+    # the points do not constrain (flat direction) gets an infinite one.
+    rel_se = tuple(float(math.expm1(v)) if v < 50 else math.inf for v in se[:3])
+    return Calibration(replica=replica, coefficients=coefs, rel_se=rel_se,  # type: ignore[arg-type]
+                       rates_qps=tuple(float(r) for r in measured.request_rate_qps),
+                       rms_log_error=float(math.sqrt(np.mean(residuals ** 2))),
+                       num_simulations=len(cache) * len(workloads))

@@ -1,0 +1,153 @@
+"""One simulated run of a calibrated configuration: the requests table, the summary (the keys
+of a measured run's ``summary.json``) and a run-like folder (``source = simulated``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hgresearch.catalogs import DATA_DIR
+from hgresearch.errors import InputError
+from hgresearch.metrics import summarize
+from hgresearch.sim.calibrate import Calibration
+from hgresearch.sim.energy import energy_meter
+from hgresearch.sim.simulator import SIMULATED, make_requests, requests_frame, run_replica
+from hgresearch.sim.validation import code_digest, configuration_points, fit_configuration
+from hgresearch.sim.workload import reference_workload
+
+#: Our own measured runs with per-request records that are calibrated beside the paper's.
+OWN_CALIBRATION_RUNS = DATA_DIR / "raw" / "cpu-tiny"
+
+
+def calibration_runs(reference: str | Path | None = None) -> pd.DataFrame:
+    """The runs the simulator is calibrated on: the paper's reference runs (verified, from
+    ``reference`` or the lookup order) and :data:`OWN_CALIBRATION_RUNS`."""
+    from hgresearch.ingest import read_runs
+    from hgresearch.reference import reference_dir
+
+    sources: list[Path] = [reference_dir("ionet-aibc2025", source=reference)]
+    if OWN_CALIBRATION_RUNS.is_dir():
+        sources.append(OWN_CALIBRATION_RUNS)
+    return read_runs(sources, relative_to=DATA_DIR.parent)
+
+
+@dataclass(frozen=True)
+class SimulatedRun:
+    """A simulated run: its requests table, summary and the calibration behind it."""
+
+    requests: pd.DataFrame
+    summary: dict[str, Any]
+    calibration: Calibration
+
+
+def calibrations(runs: pd.DataFrame, build_dir: str | Path | None = None
+                 ) -> dict[str, tuple[Calibration, pd.DataFrame]]:
+    """``label -> (calibration on all points, measured points)`` for every configuration of
+    ``runs``, cached under ``<build_dir>/cache/models`` by a hash of the runs and the
+    simulator's code."""
+    from hgresearch.models.cache import cached
+
+    def compute() -> dict[str, tuple[Calibration, pd.DataFrame]]:
+        return {label: (fit_configuration(points), points)
+                for label, points in configuration_points(runs)}
+
+    return cached(build_dir, "sim_calibrations", runs, {"sim_code": code_digest()}, compute)
+
+
+def calibration_for(label: str, fits: dict[str, Any]) -> Any:
+    """The entry of ``fits`` for configuration ``label``; :class:`InputError` listing the known
+    configurations otherwise."""
+    if label not in fits:
+        known = "; ".join(sorted(fits))
+        raise InputError(f"unknown configuration {label!r}; known: {known}", field="config")
+    return fits[label]
+
+
+def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_prompts: int, *,
+                 length_seed: int = 0) -> SimulatedRun:
+    """Simulate ``num_prompts`` requests at ``rate_qps`` (the paper's protocol: vLLM 0.8.5's
+    seeded arrivals, ShareGPT-like lengths with the configuration's measured means) and
+    summarise it like a measured run, with ``source = simulated`` and the energy per step
+    (:mod:`hgresearch.sim.energy`) where the power model knows the GPU."""
+    if not rate_qps > 0:
+        raise InputError(f"expected a rate > 0, got {rate_qps}", field="qps")
+    if num_prompts < 1:
+        raise InputError(f"expected at least one request, got {num_prompts}",
+                         field="num_prompts")
+    mean_in = float((points.total_input_tok / points.completed).mean())
+    mean_out = float((points.total_output_tok / points.completed).mean())
+    workload = reference_workload(rate_qps, num_prompts, mean_in, mean_out,
+                                  length_seed=length_seed)
+    replica = fit.replica
+    step_model = fit.coefficients.step_model(replica)
+    meter = None
+    try:
+        meter = energy_meter(step_model, replica.gpu_name, replica.num_gpus)
+    except InputError:
+        meter = None  # no power model or no roofline for this hardware: energy stays missing
+    requests = make_requests(replica.config, workload.arrivals_s, workload.prompt_tokens,
+                             workload.output_tokens)
+    run = run_replica(replica.config, meter or step_model, requests)
+    table = requests_frame(run)
+    offset_ns = round(fit.coefficients.ttft_offset_s * 1e9)
+    for column in ("t_first_token_ns", "t_last_token_ns", "t_done_ns"):
+        table[column] = table[column] + offset_ns
+    table["ttft_ms"] = table["ttft_ms"] + offset_ns / 1e6
+    table["e2el_ms"] = table["e2el_ms"] + offset_ns / 1e6
+    summary = summarize(table, bootstrap_reps=0)
+    summary.update({
+        "source": SIMULATED, "configuration": replica.label, "model_id": replica.model,
+        "gpu_name": replica.gpu_name, "gpu_count": replica.num_gpus,
+        "tensor_parallel_size": replica.num_gpus, "replicas": 1, "request_rate": rate_qps,
+        "num_prompts": num_prompts, "burstiness": 1.0, "dataset": workload.lengths_source,
+        "num_preemptions": run.num_preemptions,
+        "energy_source": "simulated-utilisation" if meter else None,
+        "energy_j": meter.energy_j(summary["duration"]) if meter else None,
+    })
+    if meter and summary["energy_j"] is not None:
+        tokens = summary["total_input_tokens"] + summary["total_output_tokens"]
+        summary["energy_per_tok_j"] = summary["energy_j"] / tokens if tokens else None
+        summary["energy_per_output_tok_j"] = (summary["energy_j"] / summary["total_output_tokens"]
+                                              if summary["total_output_tokens"] else None)
+    return SimulatedRun(requests=table, summary=summary, calibration=fit)
+
+
+def write_run_folder(run: SimulatedRun, run_dir: str | Path) -> Path:
+    """Write a run-like folder (requests, summary, config) through :mod:`hgresearch.runfolder`.
+    Refuses a folder that already holds a run (nothing measured is overwritten)."""
+    from hgresearch.runfolder import (
+        REQUESTS_FILE,
+        RecordWriter,
+        is_finished,
+        write_config,
+        write_summary,
+    )
+
+    run_dir = Path(run_dir)
+    if run_dir.exists() and (is_finished(run_dir) or (run_dir / REQUESTS_FILE).exists()):
+        raise InputError("folder already holds a run; choose another", file=str(run_dir),
+                         field="output")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    writer = RecordWriter(run_dir / REQUESTS_FILE)
+    columns = ["index", "warmup", "segment", "segment_start_ns", "t_scheduled_ns", "t_sent_ns",
+               "cap_wait_ns", "t_first_token_ns", "t_last_token_ns", "t_done_ns",
+               "prompt_tokens", "output_tokens", "expected_output_tokens", "usage_source",
+               "http_status", "success", "num_preemptions", "source"]
+    try:
+        for record in run.requests[columns].to_dict(orient="records"):
+            writer.write({k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()})
+    finally:
+        writer.close()
+    coefs = run.calibration.coefficients
+    write_config(run_dir, {"source": SIMULATED, "configuration": run.calibration.replica.label,
+                           "coefficients": {"c0_s": coefs.c0_s,
+                                            "c_prefill_s_per_token": coefs.c_prefill_s_per_token,
+                                            "c_decode_s_per_seq": coefs.c_decode_s_per_seq,
+                                            "ttft_offset_s": coefs.ttft_offset_s},
+                           "calibration_rates_qps": list(run.calibration.rates_qps),
+                           "sim_code": code_digest()})
+    write_summary(run_dir, run.summary)
+    return run_dir
