@@ -17,11 +17,13 @@ _PANELS = {"request_throughput_rps": ("request throughput", "req/s"),
 
 
 def sim_validation_figure(points: pd.DataFrame, goals_pct: dict[str, float],
+                          mape_pct: dict[str, float],
                           noise_pct: dict[str, float] | None = None) -> plt.Figure:
     """Predicted (leave-one-QPS-out) vs measured, one panel per metric, log-log: the identity
     line, the goal band (± goal %, dashed) where the metric has a goal, one colour per GPU
-    type and count; each title gives the MAPE and the run-to-run noise floor (median relative
-    std of repeated measured points) when known."""
+    type and count; each title gives the MAPE (``mape_pct``, as the validation table computes
+    it) and the run-to-run noise floor (median relative std of repeated measured points) when
+    known."""
     apply_style()
     noise_pct = noise_pct or {}
     fig, axes = plt.subplots(2, 3, figsize=(10.5, 6.6))
@@ -47,8 +49,7 @@ def sim_validation_figure(points: pd.DataFrame, goals_pct: dict[str, float],
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        mape = float(np.mean(np.abs(data.error_pct))) if len(data) else float("nan")
-        label = f"{title}: MAPE {mape:.1f}%"
+        label = f"{title}: MAPE {mape_pct.get(metric, float('nan')):.1f}%"
         if goal is not None:
             label += f" (goal {goal:g}%)"
         if metric in noise_pct and np.isfinite(noise_pct[metric]):

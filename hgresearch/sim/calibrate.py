@@ -54,6 +54,8 @@ UPPER = (10.0, 1e-1, 1e-1, 0.5)
 INITIAL_STEPS = (0.3, 1.0, 1.0)
 #: Log-error scale of the robust (Cauchy) loss: errors well above ~10% count less than squared.
 ROBUST_SCALE = 0.1
+#: Bound the per-token coefficients below by the roofline's compute time per token.
+PHYSICAL_BOUNDS = True
 #: Robust loss of the calibration: "soft_l1" (squared for small log-errors, linear for large)
 #: or "cauchy" (logarithmic for large: outliers all but ignored).
 LOSS = "soft_l1"
@@ -224,6 +226,17 @@ def simulate_summary(replica: Replica, coefficients: StepCoefficients,
                               coefficients.ttft_offset_s)
 
 
+def coefficient_lower_bounds(replica: Replica) -> tuple[float, float, float]:
+    """Lower bounds of (c0, c_prefill, c_decode): :data:`LOWER`, and where the roofline is
+    known, a token (prefilled or decoded) costs at least its FLOPs at the peak rate (the
+    linear model adds the per-token costs to ``c0``, so without this bound a fit can make
+    prefill nearly free — which only the rare prefill-heavy steps of a burst would contradict)."""
+    if PHYSICAL_BOUNDS and replica.floor is not None:
+        per_token = replica.floor.flops_per_token / replica.floor.peak_flops_per_s
+        return (LOWER[0], max(LOWER[1], per_token), max(LOWER[2], per_token))
+    return (LOWER[0], LOWER[1], LOWER[2])
+
+
 def robust_loss(log_errors: np.ndarray) -> float:
     """Sum of ``LOSS`` over log-errors scaled by :data:`ROBUST_SCALE`."""
     z = (np.asarray(log_errors) / ROBUST_SCALE) ** 2
@@ -288,7 +301,7 @@ def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Work
         cache[key] = (at(float(offset)).ravel(), float(offset))
         return cache[key]
 
-    lower = np.log(np.array(LOWER[:3]))
+    lower = np.log(np.array(coefficient_lower_bounds(replica)))
     upper = np.log(np.array(UPPER[:3]))
     x0 = np.clip(_initial_guess(measured, replica)[:3], lower + 1e-9, upper - 1e-9)
     # Simulated percentiles jump where a scheduling decision flips, so the error surface is

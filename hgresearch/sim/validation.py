@@ -41,12 +41,20 @@ TTFT_GOAL_ABOVE_MS = 50.0
 _SIM_DIR = Path(__file__).resolve().parent
 
 
+#: Modules whose source decides the calibration, validation and SLO results (the cache key).
+_RESULT_MODULES = ("calibrate", "capacity", "entities", "events", "scheduler", "simulator",
+                   "slo", "step_time", "validation", "workload")
+
+
 def code_digest() -> str:
-    """SHA-256 of the simulator's source (and the shared length/arrival code): part of every
-    cache key, so a changed simulator never reuses old results."""
+    """SHA-256 of the source that decides the simulator's results (:data:`_RESULT_MODULES`,
+    the shared length/arrival code and the catalogs it reads): part of every cache key, so a
+    changed simulator never reuses old results (and a changed report or CLI does not
+    recompute them)."""
     digest = hashlib.sha256()
-    paths = sorted(_SIM_DIR.glob("*.py")) + [_SIM_DIR.parent / "lengths.py",
-                                             _SIM_DIR.parent / "arrivals.py"]
+    paths = ([_SIM_DIR / f"{name}.py" for name in _RESULT_MODULES]
+             + [_SIM_DIR.parent / "lengths.py", _SIM_DIR.parent / "arrivals.py"]
+             + sorted((_SIM_DIR.parent.parent / "data").glob("*.csv")))
     for path in paths:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
