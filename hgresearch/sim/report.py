@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from hgresearch.sim.calibrate import Calibration
+from hgresearch.sim.run import calibrations
 from hgresearch.sim.slo import measured_agreement, slo_capacity_table
 from hgresearch.sim.validation import (
     GOALS_PCT,
@@ -18,7 +19,6 @@ from hgresearch.sim.validation import (
     code_digest,
     coefficient_table,
     configuration_points,
-    fit_all,
     leave_one_qps_out,
     validation_table,
 )
@@ -52,7 +52,7 @@ def analyse(runs: pd.DataFrame, *, build_dir: str | Path | None = None,
         seconds["validation"] = time.perf_counter() - start
         spread = run_to_run_spread(runs)[1]
         start = time.perf_counter()
-        fits = fit_all(runs, n_jobs=n_jobs)
+        fits = calibrations(runs, build_dir, n_jobs=n_jobs)
         seconds["calibration"] = time.perf_counter() - start
         measured = dict(configuration_points(runs))
         start = time.perf_counter()

@@ -15,7 +15,7 @@ from hgresearch.metrics import summarize
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.energy import energy_meter
 from hgresearch.sim.simulator import SIMULATED, make_requests, requests_frame, run_replica
-from hgresearch.sim.validation import code_digest, configuration_points, fit_configuration
+from hgresearch.sim.validation import code_digest, fit_all
 from hgresearch.sim.workload import reference_workload
 
 #: Our own measured runs with per-request records that are calibrated beside the paper's.
@@ -43,18 +43,15 @@ class SimulatedRun:
     calibration: Calibration
 
 
-def calibrations(runs: pd.DataFrame, build_dir: str | Path | None = None
-                 ) -> dict[str, tuple[Calibration, pd.DataFrame]]:
-    """``label -> (calibration on all points, measured points)`` for every configuration of
-    ``runs``, cached under ``<build_dir>/cache/models`` by a hash of the runs and the
-    simulator's code."""
+def calibrations(runs: pd.DataFrame, build_dir: str | Path | None = None, *,
+                 n_jobs: int = 1) -> dict[str, Calibration]:
+    """``label -> calibration on all its points`` for every configuration of ``runs``,
+    cached under ``<build_dir>/cache/models`` by a hash of the runs and the simulator's code
+    (shared by ``hgresearch sim run`` and notebook 07)."""
     from hgresearch.models.cache import cached
 
-    def compute() -> dict[str, tuple[Calibration, pd.DataFrame]]:
-        return {label: (fit_configuration(points), points)
-                for label, points in configuration_points(runs)}
-
-    return cached(build_dir, "sim_calibrations", runs, {"sim_code": code_digest()}, compute)
+    return cached(build_dir, "sim_calibrations", runs, {"sim_code": code_digest()},
+                  lambda: fit_all(runs, n_jobs=n_jobs))
 
 
 def calibration_for(label: str, fits: dict[str, Any]) -> Any:
