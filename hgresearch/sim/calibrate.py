@@ -145,7 +145,7 @@ def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None 
 def replica_for_runs(runs: pd.DataFrame) -> Replica:
     """:func:`replica_for` the configuration of ``runs`` (one configuration of a runs table);
     the KV capacity is read from a run folder's server log when one has it."""
-    from hgresearch.ingest import hardware_label
+    from hgresearch.keys import hardware_label
     from hgresearch.runfolder import SERVER_LOG_FILE
 
     first = runs.iloc[0]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from hgresearch.catalogs import DATA_DIR
 from hgresearch.errors import InputError
 from hgresearch.metrics import summarize
+from hgresearch.reference import REPO_ROOT
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.energy import energy_meter
 from hgresearch.sim.simulator import SIMULATED, make_requests, requests_frame, run_replica
@@ -19,7 +19,7 @@ from hgresearch.sim.validation import code_digest, fit_all
 from hgresearch.sim.workload import reference_workload
 
 #: Our own measured runs with per-request records that are calibrated beside the paper's.
-OWN_CALIBRATION_RUNS = DATA_DIR / "raw" / "cpu-tiny"
+OWN_CALIBRATION_RUNS = REPO_ROOT / "data" / "raw" / "cpu-tiny"
 
 
 def calibration_runs(reference: str | Path | None = None) -> pd.DataFrame:
@@ -31,7 +31,7 @@ def calibration_runs(reference: str | Path | None = None) -> pd.DataFrame:
     sources: list[Path] = [reference_dir("ionet-aibc2025", source=reference)]
     if OWN_CALIBRATION_RUNS.is_dir():
         sources.append(OWN_CALIBRATION_RUNS)
-    return read_runs(sources, relative_to=DATA_DIR.parent)
+    return read_runs(sources, relative_to=REPO_ROOT)
 
 
 @dataclass(frozen=True)

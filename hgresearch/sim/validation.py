@@ -1,6 +1,6 @@
 """Validation: leave-one-QPS-out for every configuration, and the fits on all points.
 
-For each configuration (the runs table's :data:`~hgresearch.models.common.CONFIG_KEYS`;
+For each configuration (the runs table's :data:`~hgresearch.keys.CONFIG_KEYS`;
 repeated runs of a rate averaged into one point), each offered rate in turn is held out: the
 coefficients are fitted on the other rates only (:func:`hgresearch.sim.calibrate.calibrate`,
 whose start is computed from those rates too), then the held-out rate is simulated and compared
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from hgresearch.catalogs import CATALOG_DIR
 from hgresearch.ingest import select_repeats
-from hgresearch.models.common import CONFIG_KEYS, config_label
+from hgresearch.keys import CONFIG_KEYS, config_label
 from hgresearch.sim.calibrate import (
     Calibration,
     calibrate,
@@ -54,7 +55,7 @@ def code_digest() -> str:
     digest = hashlib.sha256()
     paths = ([_SIM_DIR / f"{name}.py" for name in _RESULT_MODULES]
              + [_SIM_DIR.parent / "lengths.py", _SIM_DIR.parent / "arrivals.py"]
-             + sorted((_SIM_DIR.parent.parent / "data").glob("*.csv")))
+             + sorted(CATALOG_DIR.glob("*.csv")))
     for path in paths:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
@@ -63,7 +64,7 @@ def code_digest() -> str:
 
 def configuration_points(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """``(label, points)`` per configuration: one row per offered rate (repeats averaged),
-    sorted by rate. The label is :func:`hgresearch.models.common.config_label`'s."""
+    sorted by rate. The label is :func:`hgresearch.keys.config_label`'s."""
     points = select_repeats(runs, "mean")
     out = []
     for _, group in points.groupby(CONFIG_KEYS, sort=True, dropna=False):
