@@ -16,6 +16,7 @@ from hgresearch.sim.slo import measured_agreement, slo_capacity_table
 from hgresearch.sim.validation import (
     GOALS_PCT,
     MAPE_COLUMNS,
+    VALIDATION_METRICS,
     code_digest,
     coefficient_table,
     configuration_points,
@@ -50,7 +51,6 @@ def analyse(runs: pd.DataFrame, *, build_dir: str | Path | None = None,
         start = time.perf_counter()
         points = leave_one_qps_out(runs, n_jobs=n_jobs)
         seconds["validation"] = time.perf_counter() - start
-        spread = run_to_run_spread(runs)[1]
         start = time.perf_counter()
         fits = calibrations(runs, build_dir, n_jobs=n_jobs)
         seconds["calibration"] = time.perf_counter() - start
@@ -59,14 +59,20 @@ def analyse(runs: pd.DataFrame, *, build_dir: str | Path | None = None,
         slo = slo_capacity_table(fits, measured)
         seconds["slo_capacity"] = time.perf_counter() - start
         agreement = measured_agreement(fits, measured)
-        noise = {m: float(v) for m, v in
-                 spread.set_index("metric").median_rel_std_pct.items()} if len(spread) else {}
-        return SimReport(points=points, validation=validation_table(points, spread), fits=fits,
+        return SimReport(points=points, validation=pd.DataFrame(), fits=fits,
                          coefficients=coefficient_table(fits), slo_capacity=slo,
-                         agreement=agreement, noise_pct=noise, seconds=seconds)
+                         agreement=agreement, noise_pct={}, seconds=seconds)
 
-    return cached(build_dir, "sim_report", runs, {"sim_code": code_digest(), "n_jobs": 0},
-                  compute)
+    report = cached(build_dir, "sim_report", runs, {"sim_code": code_digest(), "n_jobs": 0},
+                    compute)
+    # The table and the noise floor are cheap and outside the cache: the run-to-run spread of
+    # every validated metric (repeated measured points), beside the errors.
+    spread = run_to_run_spread(runs, VALIDATION_METRICS)[1]
+    report.validation = validation_table(report.points, spread)
+    report.noise_pct = ({m: float(v) for m, v in
+                         spread.set_index("metric").median_rel_std_pct.items()}
+                        if len(spread) else {})
+    return report
 
 
 def overall_mape(validation: pd.DataFrame) -> dict[str, float]:
