@@ -1,0 +1,45 @@
+"""Simulator validation time (issue 10, item 8: the whole validation in ≤ 60 s) — a benchmark,
+not a test: run it by hand.
+
+Runs the leave-one-QPS-out validation of notebook 07 *uncached* (every configuration of the
+reference data and ``data/raw/cpu-tiny``, each rate held out in turn) and prints its wall time,
+the number of calibrations and simulations per second of wall time, with the load average
+beside it (the machine is shared; timings are only indicative).
+
+    PYTHONPATH=$PWD python benchmarks/sim_validation_time.py [--jobs 2] [--configs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from hgresearch.keys import config_label
+from hgresearch.sim.run import calibration_runs
+from hgresearch.sim.validation import configuration_points, leave_one_qps_out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
+    parser.add_argument("--configs", type=int, default=0,
+                        help="only the first N configurations (0: all)")
+    args = parser.parse_args()
+    runs = calibration_runs()
+    labels = [label for label, _ in configuration_points(runs)]
+    if args.configs:
+        labels = labels[:args.configs]
+        runs = runs[runs.apply(config_label, axis=1).isin(labels)]
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    points = leave_one_qps_out(runs, n_jobs=args.jobs)
+    seconds = time.perf_counter() - start
+    folds = points.groupby(["configuration", "held_out_qps"]).ngroups
+    print(f"leave-one-QPS-out: {len(labels)} configurations, {folds} calibrations, "
+          f"{seconds:.1f} s uncached with {args.jobs} process(es) "
+          f"(goal: whole validation <= 60 s); load average {load:.1f}")
+
+
+if __name__ == "__main__":
+    main()
