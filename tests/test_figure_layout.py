@@ -154,8 +154,13 @@ FIGURES = {
 }
 
 
+#: Figures whose inputs take minutes to compute (the simulator's calibrations): checked only by
+#: save_figure's own layout check during reproduce (tests/test_reproduce.py).
+CHECKED_IN_REPRODUCE = {"sim_validation"}
+
+
 def test_every_committed_figure_is_checked():
-    checked = {name for names in FIGURES.values() for name in names}
+    checked = {name for names in FIGURES.values() for name in names} | CHECKED_IN_REPRODUCE
     committed = {p.stem for p in (REPO_ROOT / "paper" / "figures").glob("*.png")}
     assert committed <= checked, f"figures without a layout test: {committed - checked}"
 

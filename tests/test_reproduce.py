@@ -72,6 +72,17 @@ def test_reproduce_writes_tables_and_figures(reproduced):
 
 
 @pytest.mark.slow
+def test_no_figure_of_any_notebook_has_layout_problems(reproduced):
+    """save_figure checks every figure it writes (overlapping labels, annotations outside their
+    axes, legends over data, unlabelled axes) and warns; no executed notebook shows a warning."""
+    root, _ = reproduced
+    for notebook in reproduce_notebooks():
+        executed = json.loads((root / "build" / "notebooks" / notebook.name).read_text())
+        outputs = json.dumps([cell.get("outputs", []) for cell in executed["cells"]])
+        assert "FigureLayoutWarning" not in outputs, notebook.name
+
+
+@pytest.mark.slow
 def test_committed_tables_match_regenerated(reproduced):
     """The tables committed under paper/ are what the pipeline produces from the raw data."""
     root, _ = reproduced

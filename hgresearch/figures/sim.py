@@ -8,6 +8,7 @@ from matplotlib import pyplot as plt
 from matplotlib.lines import Line2D
 
 from hgresearch.figures.style import COUNT_MARKERS, apply_style, color_for
+from hgresearch.keys import hardware_label
 
 #: Panel title and unit of each validated metric.
 _PANELS = {"request_throughput_rps": ("request throughput", "req/s"),
@@ -58,7 +59,7 @@ def sim_validation_figure(points: pd.DataFrame, goals_pct: dict[str, float],
         ax.set_xlabel(f"measured ({unit})")
         ax.set_ylabel(f"simulated, held out ({unit})")
     handles = [Line2D([], [], ls="none", marker=COUNT_MARKERS.get(int(count), "o"),
-                      color=color_for(gpu, count), label=f"{count}x {gpu}")
+                      color=color_for(gpu, count), label=hardware_label(gpu, count))
                for gpu, count in hardware]
     handles += [Line2D([], [], color="black", lw=0.8, label="simulated = measured"),
                 Line2D([], [], color="black", lw=0.7, ls="--", label="± goal")]

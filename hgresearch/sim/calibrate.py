@@ -31,6 +31,7 @@ import pandas as pd
 from scipy.optimize import minimize, minimize_scalar
 
 from hgresearch.errors import InputError
+from hgresearch.keys import config_label
 from hgresearch.sim.capacity import (
     kv_bytes_per_token,
     kv_capacity_tokens_from_log,
@@ -122,7 +123,7 @@ def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None 
     KV blocks come from the server-reported capacity when given (``kv_capacity_tokens``), else
     from the catalogs; the roofline floor from the catalogs where they know the hardware.
     """
-    label = label or f"{model} on {gpu_count}x {gpu_name}"
+    label = label or config_label({"model": model, "gpu_name": gpu_name, "gpu_count": gpu_count})
     ratio = kv_bytes_per_token(model) / weights_bytes(model)
     block_size = int(config_kwargs.get("block_size", 16))
     if kv_capacity_tokens is not None:
