@@ -14,7 +14,11 @@ from hgresearch.arrivals import arrival_offsets_ns
 from hgresearch.errors import InputError
 from hgresearch.routing import JoinShortestQueue, Policy, RoundRobin, make_policy
 from hgresearch.sim import LinearStepTimeModel, ReplicaConfig, simulate_replica
+from hgresearch.sim.calibrate import Calibration, StepCoefficients, replica_for
 from hgresearch.sim.fleet import (
+    CALIBRATED,
+    FLEET_FILE,
+    ROOFLINE_ONLY,
     SimReplica,
     fleet_summary,
     load_fleet,
@@ -119,7 +123,7 @@ def test_summary_energy_and_carbon_follow_the_paper_tdp_model(tmp_path: Path) ->
 
     path = tmp_path / "fleet.yaml"
     path.write_text(FLEET_YAML)
-    replicas = sim_replicas(load_fleet(path))
+    replicas = sim_replicas(load_fleet(path), fits={})
     arrivals, prompts, outputs = _workload(100, seed=1, rate=20.0)
     frame = simulate_fleet(replicas, JoinShortestQueue(), arrivals, prompts, outputs)
     table = fleet_summary(frame, replicas)
@@ -152,7 +156,7 @@ def test_fleet_file_expands_counts_and_builds_replicas(tmp_path: Path) -> None:
     names = [r.name for r in fleet.replicas]
     assert names == ["DeepSeek-R1-Distill-Qwen-14B on 1x H100-PCIe",
                      *[f"DeepSeek-R1-Distill-Qwen-14B on 2x RTX-4090 #{k}" for k in (1, 2, 3)]]
-    replicas = sim_replicas(fleet)
+    replicas = sim_replicas(fleet, fits={})
     assert [r.step_time_source for r in replicas] == ["fleet file"] + ["roofline floor only"] * 3
     assert replicas[1].price_usd_per_gpu_h == 0.35 and replicas[1].num_gpus == 2
     assert replicas[0].price_usd_per_gpu_h > 0  # from hgresearch/catalogs/prices.csv
@@ -192,14 +196,19 @@ def test_unknown_model_found_when_simulating_names_the_entry(tmp_path: Path) -> 
           - config: NoSuchModel on 1x H100-PCIe
         """))
     with pytest.raises(InputError, match=r"fleet.yaml:3, field 'model': NoSuchModel on 1x"):
-        sim_replicas(load_fleet(path))
+        sim_replicas(load_fleet(path), fits={})
 
 
-def test_cli_sim_fleet_prints_per_replica_and_overall(tmp_path: Path) -> None:
+def test_cli_sim_fleet_prints_per_replica_and_overall(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """No calibrations (an empty stand-in): fitting every reference configuration takes
+    minutes and is not what this test is about."""
     from typer.testing import CliRunner
 
     from hgresearch.cli import app
+    from hgresearch.sim import fleet as fleet_module
 
+    monkeypatch.setattr(fleet_module, "fleet_calibrations", lambda *args, **kwargs: {})
     path = tmp_path / "fleet.yaml"
     path.write_text(FLEET_YAML)
     result = CliRunner().invoke(app, ["sim", "fleet", str(path), "--policy", "jsq", "--qps",
@@ -213,3 +222,86 @@ def test_cli_sim_fleet_prints_per_replica_and_overall(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["sim", "fleet", str(path)])
     assert bad.exit_code == 2
     assert f"{path}:2, field 'replicas[0].config'" in bad.output
+
+
+# --- calibrated replicas ------------------------------------------------------------------------
+
+H100_LABEL = "DeepSeek-R1-Distill-Qwen-14B on 1x H100-PCIe"
+HYBRID_YAML = f"""\
+replicas:
+  - config: {H100_LABEL}
+  - config: DeepSeek-R1-Distill-Qwen-14B on 2x RTX-4090
+    num_kv_blocks: 700
+"""
+
+
+def _stand_in_calibration(ttft_offset_s: float = 0.3, kv_blocks: int = 1000) -> Calibration:
+    """A calibration with known coefficients (a real fit takes seconds per configuration):
+    a KV capacity and a request-path delay far from the catalogs' and from zero, so the test
+    sees whether the fleet took them."""
+    replica = replica_for("DeepSeek-R1-Distill-Qwen-14B", "H100-PCIe", 1,
+                          kv_capacity_tokens=16 * kv_blocks)
+    coefficients = StepCoefficients(c0_s=0.03, c_prefill_s_per_token=5e-5,
+                                    c_decode_s_per_seq=2e-4, ttft_offset_s=ttft_offset_s)
+    return Calibration(replica=replica, coefficients=coefficients, rel_se=(0.0, 0.0, 0.0),
+                       rates_qps=(1.0, 4.0), rms_log_error=0.0, num_simulations=0)
+
+
+def test_fleet_replicas_use_their_configuration_calibration(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(HYBRID_YAML)
+    fit = _stand_in_calibration()
+    h100, rtx = sim_replicas(load_fleet(path), fits={H100_LABEL: fit})
+    assert (h100.step_time_source, rtx.step_time_source) == (CALIBRATED, ROOFLINE_ONLY)
+    assert h100.config.num_kv_blocks == 1000 and h100.ttft_offset_s == 0.3
+    assert h100.step_model.step_time_s(100, 8, 4000) == pytest.approx(
+        fit.coefficients.step_model(fit.replica).step_time_s(100, 8, 4000))
+    assert rtx.config.num_kv_blocks == 700 and rtx.ttft_offset_s == 0.0
+    # The file's scheduler limits replace the calibration's; its step_time replaces the fit.
+    path.write_text(f"replicas:\n  - config: {H100_LABEL}\n    max_num_seqs: 8\n"
+                    f"  - config: {H100_LABEL}\n    step_time: {{c0_s: 0.01}}\n")
+    limited, given = sim_replicas(load_fleet(path), fits={H100_LABEL: fit})
+    assert limited.config.max_num_seqs == 8 and limited.config.num_kv_blocks == 1000
+    assert given.step_time_source == FLEET_FILE and given.config.num_kv_blocks != 1000
+
+
+def test_calibrated_offset_is_added_to_each_replicas_requests() -> None:
+    arrivals, prompts, outputs = _workload(60, seed=2, rate=10.0)
+    plain = _fleet()
+    delayed = [SimReplica(**{**vars(r), "ttft_offset_s": 0.25 if k == 0 else 0.0})
+               for k, r in enumerate(plain)]
+    base = simulate_fleet(plain, RoundRobin(), arrivals, prompts, outputs)
+    shifted = simulate_fleet(delayed, RoundRobin(), arrivals, prompts, outputs)
+    on_first = (base.replica == 0).to_numpy()
+    np.testing.assert_allclose(shifted.ttft_ms - base.ttft_ms, np.where(on_first, 250.0, 0.0))
+    np.testing.assert_allclose(shifted.tpot_ms, base.tpot_ms)
+
+
+def test_cli_sim_fleet_uses_the_calibration_and_notes_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calibrations are a one-entry stand-in (fitting every reference configuration takes
+    minutes): the CLI must pick it up for the H100 replica and say that the other one has no
+    calibration."""
+    from typer.testing import CliRunner
+
+    from hgresearch.cli import app
+    from hgresearch.sim import fleet as fleet_module
+
+    seen = {}
+
+    def stand_in(build_dir, reference=None):
+        seen["build_dir"] = build_dir
+        return {H100_LABEL: _stand_in_calibration(ttft_offset_s=0.3)}
+
+    monkeypatch.setattr(fleet_module, "fleet_calibrations", stand_in)
+    path = tmp_path / "fleet.yaml"
+    path.write_text(HYBRID_YAML)
+    result = CliRunner().invoke(app, ["sim", "fleet", str(path), "--qps", "4",
+                                      "--num-prompts", "40", "--build-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert seen["build_dir"] == tmp_path
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "2x RTX-4090: no calibration" in notes[0]
+    h100_row = next(line for line in result.stdout.splitlines() if line.startswith(H100_LABEL))
+    p50_ttft_ms = float(h100_row[len(H100_LABEL):].split()[5])
+    assert p50_ttft_ms >= 300.0  # the stand-in's 0.3 s request-path delay

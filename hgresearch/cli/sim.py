@@ -39,24 +39,38 @@ def fleet(
     max_outstanding: Annotated[int, typer.Option(help="cost-spillover: SLO-safe outstanding "
                                                  "requests per replica (unless the fleet file "
                                                  "gives one).")] = 16,
+    reference: ReferenceSource = None,
+    build_dir: BuildDir = Path("build"),
 ) -> None:
     """Simulate a fleet at one request rate; print per-replica and overall summaries.
 
     Arrivals and lengths are those the live ``hgresearch bench`` would send with the same
     --qps, --num-prompts, --workload and --seed.
+
+    A replica without ``step_time`` in the fleet file runs its configuration's calibrated
+    step-time model (fitted on the reference data and data/raw/cpu-tiny, with its request-path
+    delay and KV capacity); a configuration with no calibration runs on the roofline floor
+    alone (a note on stderr says so). The first call calibrates every configuration and may
+    take minutes; the calibrations are then cached under BUILD_DIR/cache/models.
     """
     from hgresearch.arrivals import arrival_offsets_ns
     from hgresearch.bench.options import parse_workload_option
     from hgresearch.bench.workloads import build_requests
     from hgresearch.errors import InputError
     from hgresearch.routing import make_policy
-    from hgresearch.sim.fleet import fleet_summary, load_fleet, sim_replicas, simulate_fleet
+    from hgresearch.sim.fleet import (
+        ROOFLINE_ONLY,
+        fleet_summary,
+        load_fleet,
+        sim_replicas,
+        simulate_fleet,
+    )
 
     if num_prompts < 1:
         raise InputError(f"--num-prompts: expected an integer >= 1, got {num_prompts}")
     if not qps > 0:
         raise InputError(f"--qps: expected a rate > 0, got {qps}")
-    replicas = sim_replicas(load_fleet(fleet_file))
+    replicas = sim_replicas(load_fleet(fleet_file), build_dir=build_dir, reference=reference)
     specs = build_requests(parse_workload_option(workload), num_prompts, seed=seed)
     arrivals_s = arrival_offsets_ns(num_prompts, qps, seed=seed) / 1e9
     router_policy = make_policy(policy, seed=seed, threshold_tokens=threshold_tokens,
@@ -65,9 +79,10 @@ def fleet(
                            [s.prompt_len for s in specs], [s.output_len for s in specs])
     table = fleet_summary(frame, replicas)
     for replica in replicas:
-        if replica.step_time_source == "roofline floor only":
-            typer.echo(f"note: {replica.name}: no step-time coefficients, the roofline floor "
-                       "alone (a lower bound: latencies are optimistic)", err=True)
+        if replica.step_time_source == ROOFLINE_ONLY:
+            typer.echo(f"note: {replica.name}: no calibration for this configuration and no "
+                       "step_time in the fleet file: the roofline floor alone (a lower bound: "
+                       "latencies are optimistic)", err=True)
     typer.echo(f"fleet {fleet_file}, policy {policy.value}, {qps:g} req/s, "
                f"{num_prompts} requests, seed {seed}")
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))

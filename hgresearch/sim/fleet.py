@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,9 @@ import yaml
 from hgresearch.errors import InputError
 from hgresearch.keys import config_label
 from hgresearch.routing import ReplicaState, Router, RoutingPolicy
+from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
+from hgresearch.sim.run import add_request_path_delay
 from hgresearch.sim.simulator import ReplicaRun, make_requests, requests_frame, run_replicas
 from hgresearch.sim.step_time import LinearStepTimeModel, StepTimeModel
 
@@ -44,6 +47,9 @@ REPLICA_KEYS = ("config", "count", "price_usd_per_gpu_h", "base_url", "served_mo
 STEP_TIME_KEYS = ("c0_s", "c_prefill_s_per_token", "c_decode_s_per_seq", "c_kv_s_per_token")
 #: Price scenario (hgresearch/catalogs/prices.csv) used when a replica gives no price.
 DEFAULT_PRICE_SCENARIO = "alternative"
+#: ``SimReplica.step_time_source``: coefficients from the fleet file, the configuration's
+#: calibration (:func:`fleet_calibrations`), or the roofline floor alone (no calibration).
+FLEET_FILE, CALIBRATED, ROOFLINE_ONLY = "fleet file", "calibrated", "roofline floor only"
 #: The decode step that defines a replica's default capacity weight: this many sequences, each
 #: attending to this many tokens (a moderately loaded engine).
 WEIGHT_DECODE_SEQS, WEIGHT_CONTEXT_TOKENS = 32, 1024
@@ -262,8 +268,11 @@ class SimReplica:
     num_gpus: int = 1
     price_usd_per_gpu_h: float = math.nan
     max_outstanding: int | None = None
-    #: ``fleet file`` (given coefficients) or ``roofline floor only`` (a lower bound).
+    #: :data:`FLEET_FILE` (given coefficients), :data:`CALIBRATED` or :data:`ROOFLINE_ONLY`.
     step_time_source: str = "given"
+    #: Constant request-path delay (HTTP, tokenisation) added to every request's first token
+    #: and completion: the calibration's fitted ``ttft_offset_s`` (0 otherwise).
+    ttft_offset_s: float = 0.0
 
     @property
     def price_usd_per_h(self) -> float:
@@ -286,54 +295,82 @@ def default_capacity_weight(step_model: StepTimeModel) -> float:
     return WEIGHT_DECODE_SEQS / step_s
 
 
-def sim_replicas(fleet: Fleet) -> list[SimReplica]:
-    """The fleet's replicas as simulator inputs, from the catalogs and the fleet file.
+def fleet_calibrations(build_dir: str | Path | None = "build",
+                       reference: str | Path | None = None) -> dict[str, Calibration]:
+    """Every calibrated configuration (``label -> calibration``): the configurations of the
+    reference data and ``data/raw/cpu-tiny`` calibrated on all their rates
+    (:func:`hgresearch.sim.run.calibrations`), cached under ``<build_dir>/cache/models`` — the
+    first call fits every configuration and takes minutes."""
+    from hgresearch.sim.run import calibration_runs, calibrations
 
-    KV blocks come from the catalogs (:func:`~hgresearch.sim.capacity.replica_config_from_
-    catalogs`) unless the file gives ``num_kv_blocks``. Step time: the file's coefficients
-    above the roofline floor; without coefficients, **the roofline floor alone** (a physical
-    lower bound: optimistic latencies; calibrated coefficients are a separate step). Prices:
-    the file's, else ``hgresearch/catalogs/prices.csv`` (the fleet's scenario).
+    return calibrations(calibration_runs(reference), build_dir, n_jobs=2)
+
+
+def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
+                 build_dir: str | Path | None = "build",
+                 reference: str | Path | None = None) -> list[SimReplica]:
+    """The fleet's replicas as simulator inputs.
+
+    Step time, in order of precedence: the fleet file's ``step_time`` coefficients (above the
+    roofline floor); else the configuration's calibration in ``fits`` (its step-time model,
+    fitted request-path delay ``ttft_offset_s`` and the KV capacity it was calibrated with);
+    else **the roofline floor alone** (a physical lower bound: optimistic latencies;
+    ``step_time_source = "roofline floor only"``). ``fits=None`` loads
+    :func:`fleet_calibrations` (``build_dir``, ``reference``) when a replica needs one;
+    ``fits={}`` uses none. KV blocks: the file's ``num_kv_blocks``, else the calibration's, else
+    the catalogs' (:func:`~hgresearch.sim.capacity.replica_config_from_catalogs`); the file's
+    other scheduler limits replace the calibration's. Prices: the file's, else
+    ``hgresearch/catalogs/prices.csv`` (the fleet's scenario).
     """
-    from hgresearch.catalogs import price_catalog
+    from hgresearch.catalogs import normalize_gpu_name, price_catalog
     from hgresearch.sim.capacity import replica_config_from_catalogs, roofline_floor_from_catalogs
 
+    if fits is None and any(not spec.step_time for spec in fleet.replicas):
+        fits = fleet_calibrations(build_dir, reference)
+    fits = fits or {}
     prices = price_catalog()
     prices = prices[prices.scenario == fleet.price_scenario]
     price_map = dict(zip(prices.gpu_name, prices.price_usd_per_gpu_h, strict=True))
     out = []
     for spec in fleet.replicas:
+        label = config_label({"model": spec.model, "gpu_name": spec.gpu_name,
+                              "gpu_count": spec.num_gpus})
+        fit = None if spec.step_time else fits.get(label)
         try:
-            config = replica_config_from_catalogs(spec.model, spec.gpu_name,
-                                                  num_gpus=spec.num_gpus, **{
-                                                      k: v for k, v in spec.scheduler.items()
-                                                      if k != "num_kv_blocks"})
-            if "num_kv_blocks" in spec.scheduler:
-                config = ReplicaConfig(num_kv_blocks=spec.scheduler["num_kv_blocks"],
-                                       block_size=config.block_size,
-                                       max_num_seqs=config.max_num_seqs,
-                                       max_num_batched_tokens=config.max_num_batched_tokens)
-            floor = roofline_floor_from_catalogs(spec.model, spec.gpu_name,
-                                                 num_gpus=spec.num_gpus)
+            if fit is not None:
+                config = replace(fit.replica.config, **spec.scheduler)
+            else:
+                config = replica_config_from_catalogs(
+                    spec.model, spec.gpu_name, num_gpus=spec.num_gpus,
+                    **{k: v for k, v in spec.scheduler.items() if k != "num_kv_blocks"})
+                if "num_kv_blocks" in spec.scheduler:
+                    config = replace(config, num_kv_blocks=spec.scheduler["num_kv_blocks"])
+                floor = roofline_floor_from_catalogs(spec.model, spec.gpu_name,
+                                                     num_gpus=spec.num_gpus)
         except InputError as err:
             raise InputError(f"{spec.name}: {err.reason}", file=spec.file, line=spec.line,
                              field=err.field or "config") from None
-        if spec.step_time:
+        ttft_offset_s = 0.0
+        if fit is not None:
+            step: StepTimeModel = fit.coefficients.step_model(fit.replica)
+            ttft_offset_s = fit.coefficients.ttft_offset_s
+            source = CALIBRATED
+        elif spec.step_time:
             coefficients = {"c0_s": 0.0, **spec.step_time}
-            step: StepTimeModel = LinearStepTimeModel(**coefficients, floor=floor)
-            source = "fleet file"
+            step = LinearStepTimeModel(**coefficients, floor=floor)
+            source = FLEET_FILE
         else:
             step = LinearStepTimeModel(c0_s=0.0, floor=floor)
-            source = "roofline floor only"
+            source = ROOFLINE_ONLY
         price = spec.price_usd_per_gpu_h
         if price is None:
-            from hgresearch.catalogs import normalize_gpu_name
             price = price_map.get(normalize_gpu_name(spec.gpu_name), math.nan)
         out.append(SimReplica(
             name=spec.name, config=config, step_model=step,
             capacity_weight=spec.capacity_weight or default_capacity_weight(step),
             gpu_name=spec.gpu_name, num_gpus=spec.num_gpus, price_usd_per_gpu_h=float(price),
-            max_outstanding=spec.max_outstanding, step_time_source=source))
+            max_outstanding=spec.max_outstanding, step_time_source=source,
+            ttft_offset_s=ttft_offset_s))
     return out
 
 
@@ -368,7 +405,10 @@ def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
                    output_tokens: np.ndarray | list[int]) -> pd.DataFrame:
     """Simulate a fleet serving the given requests; returns their requests table (as
     :func:`~hgresearch.sim.simulator.simulate_replica`'s) with ``endpoint`` (the replica's
-    name) and ``replica`` (its index).
+    name) and ``replica`` (its index). Each replica's ``ttft_offset_s`` is added to its
+    requests' first-token and completion times afterwards (as for one calibrated replica,
+    :func:`hgresearch.sim.run.simulate_run`): the router releases a request that much earlier
+    than a live one would.
 
     Every request must fit the smallest KV cache of the fleet (any replica may be chosen).
     """
@@ -382,6 +422,9 @@ def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
     replica = [run.replica_of[i] for i in frame["index"]]
     frame["replica"] = replica
     frame["endpoint"] = [replicas[i].name for i in replica]
+    offsets_s = np.array([replicas[i].ttft_offset_s for i in replica], dtype=float)
+    if offsets_s.any():
+        frame = add_request_path_delay(frame, offsets_s)
     return frame
 
 

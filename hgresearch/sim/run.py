@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
@@ -63,6 +64,20 @@ def calibration_for(label: str, fits: dict[str, Any]) -> Any:
     return fits[label]
 
 
+def add_request_path_delay(table: pd.DataFrame,
+                           offset_s: float | np.ndarray) -> pd.DataFrame:
+    """``table`` (a simulated requests table) with the calibration's constant request-path
+    delay (``ttft_offset_s``: HTTP, tokenisation; one number, or one per row) added to every
+    request's first token, last token and completion (so to TTFT and E2EL, not TPOT)."""
+    table = table.copy()
+    offset_ns = np.round(np.asarray(offset_s, dtype=float) * 1e9).astype("int64")
+    for column in ("t_first_token_ns", "t_last_token_ns", "t_done_ns"):
+        table[column] = table[column] + offset_ns
+    table["ttft_ms"] = table["ttft_ms"] + offset_ns / 1e6
+    table["e2el_ms"] = table["e2el_ms"] + offset_ns / 1e6
+    return table
+
+
 def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_prompts: int, *,
                  length_seed: int = 0) -> SimulatedRun:
     """Simulate ``num_prompts`` requests at ``rate_qps`` (the paper's protocol: vLLM 0.8.5's
@@ -88,12 +103,7 @@ def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_pr
     requests = make_requests(replica.config, workload.arrivals_s, workload.prompt_tokens,
                              workload.output_tokens)
     run = run_replica(replica.config, meter or step_model, requests)
-    table = requests_frame(run)
-    offset_ns = round(fit.coefficients.ttft_offset_s * 1e9)
-    for column in ("t_first_token_ns", "t_last_token_ns", "t_done_ns"):
-        table[column] = table[column] + offset_ns
-    table["ttft_ms"] = table["ttft_ms"] + offset_ns / 1e6
-    table["e2el_ms"] = table["e2el_ms"] + offset_ns / 1e6
+    table = add_request_path_delay(requests_frame(run), fit.coefficients.ttft_offset_s)
     summary = summarize(table, bootstrap_reps=0)
     summary.update({
         "source": SIMULATED, "configuration": replica.label, "model_id": replica.model,
