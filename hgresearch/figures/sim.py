@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
 
 from hgresearch.figures.style import COUNT_MARKERS, apply_style, color_for
 from hgresearch.keys import hardware_label
@@ -66,4 +67,61 @@ def sim_validation_figure(points: pd.DataFrame, goals_pct: dict[str, float],
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6),
                bbox_to_anchor=(0.5, -0.01), frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+#: Colour per routing policy (``hgresearch.routing.Policy`` values), shared by routing figures.
+POLICY_COLORS = {"round-robin": "#1f77b4", "weighted-random": "#ff7f0e", "jsq": "#2ca02c",
+                 "least-tokens": "#d62728", "length-aware": "#9467bd",
+                 "cost-spillover": "#8c564b"}
+
+
+def routing_comparison_figure(interval: pd.DataFrame,
+                              limits_ms: tuple[float, ...] = (500.0, 2000.0)) -> plt.Figure:
+    """The routing comparison (``hgresearch.sim.study.seed_interval``'s table): one column per
+    fleet; top, p99 TTFT against the offered rate per policy (median over seeds, band = range
+    over seeds; dashed: the limits); bottom, cost per 1M tokens. A hollow marker: some replica
+    is sent more than its sustained throughput (the SLO cannot hold at that load)."""
+    apply_style()
+    fleets = sorted(int(n) for n in interval.num_slow.unique())
+    policies = [p for p in POLICY_COLORS if p in set(interval.policy)]
+    fig, axes = plt.subplots(2, len(fleets), figsize=(2.9 * len(fleets), 5.6), sharex=True,
+                             sharey="row", squeeze=False)
+    limit_styles = ["--", ":", "-."]
+    for col, num_slow in enumerate(fleets):
+        top, bottom = axes[0, col], axes[1, col]
+        data = interval[interval.num_slow == num_slow]
+        for policy in policies:
+            sel = data[data.policy == policy].sort_values("rate_qps")
+            color = POLICY_COLORS[policy]
+            over = (sel.max_load_high > 1.0).to_numpy()
+            top.fill_between(sel.rate_qps, sel.p99_ttft_low_ms, sel.p99_ttft_high_ms,
+                             color=color, alpha=0.15, lw=0)
+            top.plot(sel.rate_qps, sel.p99_ttft_ms, color=color, lw=1.2)
+            bottom.plot(sel.rate_qps, sel.cost_usd_per_1m_tok, color=color, lw=1.2)
+            for ax, values in ((top, sel.p99_ttft_ms), (bottom, sel.cost_usd_per_1m_tok)):
+                ax.scatter(sel.rate_qps[~over], values[~over], s=14, color=color, zorder=3)
+                ax.scatter(sel.rate_qps[over], values[over], s=14, facecolors="white",
+                           edgecolors=color, zorder=3)
+        for limit, style in zip(limits_ms, limit_styles, strict=False):
+            top.axhline(limit, color="black", lw=0.8, ls=style)
+        top.set_yscale("log")
+        # Plain milliseconds on the log axis (no 10³ notation), the limits among them.
+        top.yaxis.set_major_locator(FixedLocator([200, 300, 500, 1000, 2000, 5000, 10000]))
+        top.yaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        top.yaxis.set_minor_formatter(NullFormatter())
+        top.set_title(f"1× H100 + {num_slow} × (2× RTX 4090)", fontsize=9)
+        bottom.set_xlabel("offered rate (req/s)")
+    axes[0, 0].set_ylabel("p99 TTFT (ms)")
+    axes[1, 0].set_ylabel("cost (USD per 1M tokens)")
+    handles = [Line2D([], [], color=POLICY_COLORS[p], lw=1.2, marker="o", markersize=4,
+                      label=p) for p in policies]
+    handles += [Line2D([], [], color="black", lw=0.8, ls=style,
+                       label=f"p99 TTFT {limit:g} ms")
+                for limit, style in zip(limits_ms, limit_styles, strict=False)]
+    handles.append(Line2D([], [], ls="none", marker="o", markersize=4, markerfacecolor="white",
+                          markeredgecolor="black", label="a replica overloaded"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5),
+               bbox_to_anchor=(0.5, -0.01), frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig

@@ -13,6 +13,7 @@ import pandas as pd
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.run import calibrations
 from hgresearch.sim.slo import measured_agreement, slo_capacity_table
+from hgresearch.sim.study import RoutingComparison
 from hgresearch.sim.validation import (
     GOALS_PCT,
     MAPE_COLUMNS,
@@ -123,3 +124,35 @@ def write_outputs(report: SimReport, paper_dir: str | Path) -> list[Path]:
     return written
 
 
+
+
+def write_routing_outputs(comparison: RoutingComparison, paper_dir: str | Path) -> list[Path]:
+    """``tables/sim_routing_comparison.*`` (the verdicts) and
+    ``figures/sim_routing_comparison.{png,pdf}``."""
+    import matplotlib.pyplot as plt
+
+    from hgresearch.figures.sim import routing_comparison_figure
+    from hgresearch.figures.style import save_figure
+    from hgresearch.tables import write_table
+
+    paper_dir = Path(paper_dir)
+    seeds = int(comparison.interval.seeds.max())
+    limits = tuple(float(v) for v in comparison.verdicts.p99_ttft_limit_ms.unique())
+    written = write_table(
+        comparison.verdicts.drop(columns=["num_slow"]),
+        paper_dir / "tables" / "sim_routing_comparison",
+        caption="Routing policies for 1x H100-PCIe + N x (2x RTX-4090), "
+                "DeepSeek-R1-Distill-Qwen-14B: highest offered rate that holds p99 TTFT",
+        label="tab:sim-routing-comparison", default_decimals=2,
+        decimals={"p99_ttft_ms": 0, "p99_ttft_low_ms": 0, "p99_ttft_high_ms": 0,
+                  "p99_ttft_limit_ms": 0, "max_rate_qps": 0, "cost_usd_per_1m_tok": 3},
+        notes=[f"Calibrated fleet simulator, paper protocol (200 requests, Poisson arrivals, "
+               f"ShareGPT-like lengths with the 14B runs' means), {seeds} seeds. max_rate_qps: "
+               "the highest grid rate up to which the median p99 TTFT stays within the limit "
+               "and no replica is sent more than its sustained throughput "
+               "(max_load_high <= 1). Cost: alternative prices, every GPU billed for the "
+               "whole run. The calibration's validation errors apply (sim_validation)."])
+    fig = routing_comparison_figure(comparison.interval, limits)
+    written += save_figure(fig, paper_dir / "figures" / "sim_routing_comparison")
+    plt.close(fig)
+    return written

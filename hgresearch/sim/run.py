@@ -64,6 +64,15 @@ def calibration_for(label: str, fits: dict[str, Any]) -> Any:
     return fits[label]
 
 
+def measured_mean_lengths(points: pd.DataFrame) -> tuple[float, float]:
+    """Mean prompt and output tokens per request of measured runs (runs-table rows): the mean
+    over runs of ``total_input_tok / completed`` and ``total_output_tok / completed``."""
+    if len(points) == 0:
+        raise InputError("no measured runs to take the mean lengths from", field="points")
+    return (float((points.total_input_tok / points.completed).mean()),
+            float((points.total_output_tok / points.completed).mean()))
+
+
 def add_request_path_delay(table: pd.DataFrame,
                            offset_s: float | np.ndarray) -> pd.DataFrame:
     """``table`` (a simulated requests table) with the calibration's constant request-path
@@ -89,8 +98,7 @@ def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_pr
     if num_prompts < 1:
         raise InputError(f"expected at least one request, got {num_prompts}",
                          field="num_prompts")
-    mean_in = float((points.total_input_tok / points.completed).mean())
-    mean_out = float((points.total_output_tok / points.completed).mean())
+    mean_in, mean_out = measured_mean_lengths(points)
     workload = reference_workload(rate_qps, num_prompts, mean_in, mean_out,
                                   length_seed=length_seed)
     replica = fit.replica
