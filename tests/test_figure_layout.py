@@ -154,9 +154,10 @@ FIGURES = {
 }
 
 
-#: Figures whose inputs take minutes to compute (the simulator's calibrations): checked only by
-#: save_figure's own layout check during reproduce (tests/test_reproduce.py).
-CHECKED_IN_REPRODUCE = {"sim_validation"}
+#: Figures whose inputs take minutes to compute (the simulator's calibrations): checked by
+#: save_figure's own layout check during reproduce (tests/test_reproduce.py); the routing
+#: comparison's figure also on stand-in calibrations (tests/test_sim_study.py).
+CHECKED_IN_REPRODUCE = {"sim_validation", "sim_routing_comparison"}
 
 
 def test_every_committed_figure_is_checked():
