@@ -52,11 +52,16 @@ def small(fits, points) -> pd.DataFrame:
 
 
 def test_comparison_is_tidy_and_deterministic(small, fits, points) -> None:
-    assert len(small) == 2 * 2 * 2 * 2  # fleets × rates × policies × seeds
+    # fleets × rates × policies × seeds, plus the H100 alone (one policy) × rates × seeds
+    assert len(small) == 2 * 2 * 2 * 2 + 2 * 2
     assert not small.duplicated(["num_slow", "rate_qps", "policy", "seed"]).any()
-    assert set(small.gpus) == {3, 5}
+    assert set(small.gpus) == {1, 3, 5}
     # Alternative prices: H100 $2.00/h, RTX 4090 $0.25/GPU-h.
-    assert dict(zip(small.num_slow, small.price_usd_per_h, strict=False)) == {1: 2.5, 2: 3.0}
+    assert dict(zip(small.num_slow, small.price_usd_per_h, strict=False)) == {
+        0: 2.0, 1: 2.5, 2: 3.0}
+    alone = small[small.num_slow == 0]
+    assert set(alone.policy) == {study.ALONE} and (alone.h100_share == 1.0).all()
+    assert set(alone.fleet) == {"1x H100 alone"}
     again = study.routing_comparison(fits, points, slow_counts=(1, 2), rates_qps=(4.0, 40.0),
                                      policies=("round-robin", "jsq"), seeds=(0, 1),
                                      num_prompts=80)
@@ -85,7 +90,7 @@ def test_max_load_is_rate_times_share_over_sustained_capacity(small, fits) -> No
 
 def test_interval_spans_the_seeds(small) -> None:
     interval = study.seed_interval(small)
-    assert len(interval) == 8 and (interval.seeds == 2).all()
+    assert len(interval) == 10 and (interval.seeds == 2).all()
     assert (interval.p99_ttft_low_ms <= interval.p99_ttft_ms).all()
     assert (interval.p99_ttft_ms <= interval.p99_ttft_high_ms).all()
 
@@ -140,7 +145,9 @@ def test_routing_figure_is_readable(small) -> None:
     try:
         assert layout_problems(fig) == []
         legend = {t.get_text() for t in fig.legends[0].get_texts()}
-        assert {"round-robin", "jsq", "p99 TTFT 500 ms", "p99 TTFT 2000 ms"} <= legend
+        assert {"round-robin", "jsq", "1× H100 alone", "p99 TTFT 500 ms",
+                "p99 TTFT 2000 ms"} <= legend
+        assert len(fig.axes) == 4  # one column per fleet with RTX pairs; the H100 in each
     finally:
         plt.close(fig)
 

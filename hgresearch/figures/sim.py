@@ -76,14 +76,20 @@ POLICY_COLORS = {"round-robin": "#1f77b4", "weighted-random": "#ff7f0e", "jsq": 
                  "cost-spillover": "#8c564b"}
 
 
+#: Colour of the baseline (one H100, no routing) in routing figures.
+ALONE_COLOR = "#7f7f7f"
+
+
 def routing_comparison_figure(interval: pd.DataFrame,
                               limits_ms: tuple[float, ...] = (500.0, 2000.0)) -> plt.Figure:
     """The routing comparison (``hgresearch.sim.study.seed_interval``'s table): one column per
     fleet; top, p99 TTFT against the offered rate per policy (median over seeds, band = range
     over seeds; dashed: the limits); bottom, cost per 1M tokens. A hollow marker: some replica
-    is sent more than its sustained throughput (the SLO cannot hold at that load)."""
+    is sent more than its sustained throughput (the SLO cannot hold at that load). The rows of
+    ``num_slow = 0`` (the H100 alone), if any, are drawn in every column in grey."""
     apply_style()
-    fleets = sorted(int(n) for n in interval.num_slow.unique())
+    fleets = sorted(int(n) for n in interval.num_slow.unique() if n > 0)
+    alone = interval[interval.num_slow == 0].sort_values("rate_qps")
     policies = [p for p in POLICY_COLORS if p in set(interval.policy)]
     fig, axes = plt.subplots(2, len(fleets), figsize=(2.9 * len(fleets), 5.6), sharex=True,
                              sharey="row", squeeze=False)
@@ -91,6 +97,14 @@ def routing_comparison_figure(interval: pd.DataFrame,
     for col, num_slow in enumerate(fleets):
         top, bottom = axes[0, col], axes[1, col]
         data = interval[interval.num_slow == num_slow]
+        if len(alone):
+            over = (alone.max_load_high > 1.0).to_numpy()
+            for ax, values in ((top, alone.p99_ttft_ms), (bottom, alone.cost_usd_per_1m_tok)):
+                ax.plot(alone.rate_qps, values, color=ALONE_COLOR, lw=1.2)
+                ax.scatter(alone.rate_qps[~over], values[~over], s=14, color=ALONE_COLOR,
+                           zorder=3)
+                ax.scatter(alone.rate_qps[over], values[over], s=14, facecolors="white",
+                           edgecolors=ALONE_COLOR, zorder=3)
         for policy in policies:
             sel = data[data.policy == policy].sort_values("rate_qps")
             color = POLICY_COLORS[policy]
@@ -107,7 +121,7 @@ def routing_comparison_figure(interval: pd.DataFrame,
             top.axhline(limit, color="black", lw=0.8, ls=style)
         top.set_yscale("log")
         # Plain milliseconds on the log axis (no 10³ notation), the limits among them.
-        top.yaxis.set_major_locator(FixedLocator([200, 300, 500, 1000, 2000, 5000, 10000]))
+        top.yaxis.set_major_locator(FixedLocator([20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]))
         top.yaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
         top.yaxis.set_minor_formatter(NullFormatter())
         top.set_title(f"1× H100 + {num_slow} × (2× RTX 4090)", fontsize=9)
@@ -116,6 +130,9 @@ def routing_comparison_figure(interval: pd.DataFrame,
     axes[1, 0].set_ylabel("cost (USD per 1M tokens)")
     handles = [Line2D([], [], color=POLICY_COLORS[p], lw=1.2, marker="o", markersize=4,
                       label=p) for p in policies]
+    if len(alone):
+        handles.append(Line2D([], [], color=ALONE_COLOR, lw=1.2, marker="o", markersize=4,
+                              label="1× H100 alone"))
     handles += [Line2D([], [], color="black", lw=0.8, ls=style,
                        label=f"p99 TTFT {limit:g} ms")
                 for limit, style in zip(limits_ms, limit_styles, strict=False)]

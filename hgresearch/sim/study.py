@@ -60,11 +60,18 @@ NUM_PROMPTS = 200
 THRESHOLD_TOKENS = 512
 #: cost-spillover: outstanding requests per replica before it overflows to the next.
 MAX_OUTSTANDING = 16
+#: ``policy`` of the baseline rows: the H100 alone (one replica: no routing decision).
+ALONE = "H100 alone"
 #: Sources whose change changes the comparison beyond the calibration (which its cache key
 #: already covers through the coefficients): the fleet loop, routing, costs, metrics.
 _STUDY_SOURCES = ("sim/fleet.py", "sim/study.py", "sim/run.py", "sim/simulator.py",
                   "sim/scheduler.py", "sim/step_time.py", "routing.py", "costs.py",
                   "metrics.py", "energy.py", "lengths.py", "arrivals.py")
+
+
+def fleet_label(num_slow: int) -> str:
+    """``1x H100 + Nx (2x RTX-4090)``, or ``1x H100 alone`` for N = 0."""
+    return "1x H100 alone" if num_slow == 0 else f"1x H100 + {num_slow}x (2x RTX-4090)"
 
 
 def hybrid_fleet(num_slow: int, price_scenario: str = DEFAULT_PRICE_SCENARIO) -> Fleet:
@@ -75,7 +82,7 @@ def hybrid_fleet(num_slow: int, price_scenario: str = DEFAULT_PRICE_SCENARIO) ->
     replicas: list[dict] = [{"config": FAST_CONFIG}]
     if num_slow:
         replicas.append({"config": SLOW_CONFIG, "count": num_slow})
-    return parse_fleet({"name": f"1x H100 + {num_slow}x (2x RTX-4090)",
+    return parse_fleet({"name": fleet_label(num_slow),
                         "price_scenario": price_scenario, "replicas": replicas})
 
 
@@ -86,8 +93,11 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
                        seeds: Sequence[int] = SEEDS, num_prompts: int = NUM_PROMPTS,
                        threshold_tokens: int = THRESHOLD_TOKENS,
                        max_outstanding: int = MAX_OUTSTANDING,
-                       price_scenario: str = DEFAULT_PRICE_SCENARIO) -> pd.DataFrame:
-    """Simulate every fleet × rate × policy × seed; one row each (tidy).
+                       price_scenario: str = DEFAULT_PRICE_SCENARIO,
+                       baseline: bool = True) -> pd.DataFrame:
+    """Simulate every fleet × rate × policy × seed; one row each (tidy). With ``baseline``,
+    also the H100 alone (``num_slow = 0``, ``policy =`` :data:`ALONE`), the fleet the pairs
+    are added to.
 
     Args:
         fits: calibrations by configuration label; must hold :data:`FAST_CONFIG` and
@@ -117,7 +127,10 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
                                                 mean_output_tokens)
                   for label in (FAST_CONFIG, SLOW_CONFIG)}
     rows = []
-    for num_slow in slow_counts:
+    # The baseline first: with one replica every policy routes alike, so it runs once.
+    fleets = [(0, [ALONE])] if baseline else []
+    fleets += [(n, list(policies)) for n in slow_counts if n > 0]
+    for num_slow, fleet_policies in fleets:
         fleet = hybrid_fleet(num_slow, price_scenario)
         replicas = sim_replicas(fleet, fits=fits)
         if any(r.step_time_source != CALIBRATED for r in replicas):
@@ -130,17 +143,19 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
                 workload = reference_workload(float(rate), num_prompts, mean_prompt_tokens,
                                               mean_output_tokens, seed=PAPER_SEED + seed,
                                               length_seed=seed)
-                for policy in policies:
-                    router_policy = make_policy(policy, seed=seed,
+                for policy in fleet_policies:
+                    router_policy = make_policy(Policy.JSQ if policy == ALONE else policy,
+                                                seed=seed,
                                                 threshold_tokens=threshold_tokens,
                                                 max_outstanding=max_outstanding)
                     frame = simulate_fleet(replicas, router_policy, workload.arrivals_s,
                                            workload.prompt_tokens, workload.output_tokens)
                     overall = fleet_summary(frame, replicas).iloc[-1]
                     rows.append({
-                        "num_slow": num_slow, "fleet": f"1x H100 + {num_slow}x (2x RTX-4090)",
+                        "num_slow": num_slow, "fleet": fleet_label(num_slow),
                         "gpus": int(overall.gpus), "price_usd_per_h": price_usd_per_h,
-                        "rate_qps": float(rate), "policy": Policy(policy).value, "seed": seed,
+                        "rate_qps": float(rate), "seed": seed,
+                        "policy": policy if policy == ALONE else Policy(policy).value,
                         "request_throughput_rps": float(overall.request_throughput),
                         "p50_ttft_ms": float(overall.p50_ttft_ms),
                         "p90_ttft_ms": float(overall.p90_ttft_ms),
