@@ -72,10 +72,17 @@ def amortised_g_per_1m_tok(embodied_kg: float, tok_per_s: float, lifetime_years:
     """Embodied g CO2e per 1M tokens: embodied mass spread over the tokens served in a
     lifetime of ``lifetime_years`` at ``utilisation`` (fraction of the time serving at
     ``tok_per_s``)."""
+    return (embodied_g_per_serving_h(embodied_kg, lifetime_years, utilisation)
+            / (tokens_per_h(tok_per_s) / TOKENS_PER_MILLION))
+
+
+def embodied_g_per_serving_h(embodied_kg: float, lifetime_years: float,
+                             utilisation: float) -> float:
+    """Embodied g CO2e charged to one hour of serving: the mass spread over the
+    ``lifetime_years × utilisation`` hours the hardware serves in its life."""
     if lifetime_years <= 0 or not 0 < utilisation <= 1:
         raise ValueError("lifetime_years must be > 0 and utilisation in (0, 1]")
-    lifetime_tok = tokens_per_h(tok_per_s) * HOURS_PER_YEAR * lifetime_years * utilisation
-    return embodied_kg * 1000.0 / (lifetime_tok / TOKENS_PER_MILLION)
+    return embodied_kg * 1000.0 / (HOURS_PER_YEAR * lifetime_years * utilisation)
 
 
 def configuration_carbon(configs: pd.DataFrame, regions: Iterable[str] | None = None,

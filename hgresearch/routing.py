@@ -49,6 +49,9 @@ class RouteRequest:
 
     prompt_tokens: int
     expected_output_tokens: int
+    #: The request's traffic class (e.g. a planner's ``"interactive/short"``); empty when the
+    #: sender does not know it (policies then fall back to their class-blind choice).
+    request_class: str = ""
 
     @property
     def tokens(self) -> int:
@@ -171,6 +174,53 @@ class CostAwareSpillover:
                 return i
         return min(order, key=lambda i: replicas[i].outstanding_requests
                    / self._limit(replicas[i]))
+
+
+class ClassWeightedSplit:
+    """Route each traffic class over the replicas in fixed shares (a planner's routing,
+    :mod:`hgresearch.plan`): class ``c`` goes to replica ``i`` with share
+    ``shares[c][i]``.
+
+    Deterministic smooth weighted round-robin per class (nginx's: each replica's credit grows by
+    its share, the replica with the most credit is chosen and pays the total), so over any
+    window the counts follow the shares within one request, with no random draws. A request
+    whose class is unknown (empty or not in ``shares``) uses ``default_shares`` (e.g. the
+    plan's overall split; the live benchmark does not know classes), or, when none is given,
+    the shares summed over every class.
+    """
+
+    def __init__(self, shares: dict[str, Sequence[float]],
+                 default_shares: Sequence[float] | None = None) -> None:
+        if not shares:
+            raise InputError("expected the shares of at least one class", field="shares")
+        sizes = {len(v) for v in shares.values()}
+        if default_shares is not None:
+            sizes.add(len(default_shares))
+        if len(sizes) != 1:
+            raise InputError("every class needs one share per replica", field="shares")
+        for name, values in [*shares.items(), ("default", default_shares or [1.0])]:
+            if any(not v >= 0 for v in values) or not sum(values) > 0:
+                raise InputError(f"class {name!r}: shares must be >= 0 and not all 0",
+                                 field="shares")
+        self.shares = {name: [float(v) for v in values] for name, values in shares.items()}
+        n = sizes.pop()
+        self.default_shares = ([float(v) for v in default_shares] if default_shares is not None
+                               else [sum(v[i] for v in self.shares.values()) for i in range(n)])
+        self._credit: dict[str, list[float]] = {}
+
+    def choose(self, replicas: Sequence[ReplicaState], request: RouteRequest) -> int:
+        """The replica with the most accumulated credit in the request's class."""
+        key = request.request_class if request.request_class in self.shares else ""
+        weights = self.shares[key] if key else self.default_shares
+        if len(weights) != len(replicas):
+            raise InputError(f"the routing shares name {len(weights)} replicas, the fleet has "
+                             f"{len(replicas)}", field="shares")
+        credit = self._credit.setdefault(key, [0.0] * len(weights))
+        for i, w in enumerate(weights):
+            credit[i] += w
+        best = max(range(len(weights)), key=lambda i: (credit[i], -i))
+        credit[best] -= sum(weights)
+        return best
 
 
 class Policy(StrEnum):

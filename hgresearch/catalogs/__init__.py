@@ -1,7 +1,7 @@
 """Small reference catalogs shipped with the package (the CSV files beside this module):
-hardware specs, GPU prices, model architectures, the power model's parameters, grid carbon
-intensities and embodied carbon; ``reference/`` holds the SHA-256 manifests of the reference
-data sets (:mod:`hgresearch.reference`).
+hardware specs, GPU prices, electricity prices, model architectures, the power model's
+parameters, grid carbon intensities and embodied carbon; ``reference/`` holds the SHA-256
+manifests of the reference data sets (:mod:`hgresearch.reference`).
 
 Every row carries a ``source`` and a ``date``; loaders validate units and missing values so a
 typo in a catalog fails loudly with the file, line and field. The files are package data, so a
@@ -178,6 +178,23 @@ def grid_catalog() -> pd.DataFrame:
     if table.region.duplicated().any():
         index = int(table.region.duplicated().idxmax())
         raise InputError("duplicate region", file=str(catalog_path("grid_carbon.csv")),
+                         line=index + 2, field="region")
+    return table
+
+
+@functools.cache
+def electricity_price_catalog() -> pd.DataFrame:
+    """Retail electricity prices (``electricity_prices.csv``), one row per region: ``region``,
+    ``price_usd_per_kwh`` (converted where the source publishes another currency, with the rate
+    in ``usd_per_local``), ``basis``, ``source``, ``date``. What already-owned hardware pays per
+    hour of serving (:mod:`hgresearch.plan`: electricity only)."""
+    table = read_catalog("electricity_prices.csv",
+                         {"region": "str", "price_usd_per_kwh": "USD per kWh", "basis": "str"},
+                         ["price_usd_per_kwh", "price_local_per_kwh", "usd_per_local"],
+                         complete=["region", "price_usd_per_kwh", "basis"])
+    if table.region.duplicated().any():
+        index = int(table.region.duplicated().idxmax())
+        raise InputError("duplicate region", file=str(catalog_path("electricity_prices.csv")),
                          line=index + 2, field="region")
     return table
 

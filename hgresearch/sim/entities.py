@@ -71,3 +71,5 @@ class SimRequest:
     num_preemptions: int = 0
     first_token_s: float = math.nan
     done_s: float = math.nan
+    #: Traffic class the router sees (:attr:`hgresearch.routing.RouteRequest.request_class`).
+    request_class: str = ""

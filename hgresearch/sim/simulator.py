@@ -108,7 +108,8 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
     n = len(configs)
     schedulers = [VllmV1Scheduler(c) for c in configs]
     step_times = [m.step_time_s for m in step_models]
-    routes = ({r.index: RouteRequest(r.prompt_tokens, r.output_tokens) for r in requests}
+    routes = ({r.index: RouteRequest(r.prompt_tokens, r.output_tokens, r.request_class)
+               for r in requests}
               if router is not None else {})
     replica_of = [0] * len(requests)
     served: list[list[SimRequest]] = [[] for _ in range(n)]

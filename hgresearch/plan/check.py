@@ -1,0 +1,201 @@
+"""Check a plan by simulating it, and re-plan until the simulation meets every SLO.
+
+:func:`check_plan` simulates the plan's fleet in one hour (every replica from the fleet file
+the plan writes, :mod:`hgresearch.plan.fleetfile`) behind the plan's class-aware routing
+(:class:`hgresearch.routing.ClassWeightedSplit`), at the hour's demand: Poisson arrivals,
+each request's traffic class drawn from the class shares, its lengths the class's. For every
+SLO class it reports the achieved TTFT and TPOT percentiles over the seeds (mean, minimum,
+maximum) and whether the SLO holds in every seed; per configuration too, to find where a miss
+comes from.
+
+:func:`plan_and_check` solves, checks, and when an SLO class misses, lowers the capacity of
+that class on the configurations that missed it (all that serve it if none alone did) by
+``derate`` and solves again, up to ``max_rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hgresearch.errors import InputError
+from hgresearch.plan.capacity import slo_holds
+from hgresearch.plan.fleetfile import fleet_spec
+from hgresearch.plan.solve import Plan, solve
+from hgresearch.routing import ClassWeightedSplit
+
+
+def plan_replicas(plan: Plan, hour: int = 0) -> tuple[list, list[int]]:
+    """The simulated replicas of the plan's fleet in ``hour`` and each one's configuration
+    index (copies of a configuration consecutively)."""
+    from hgresearch.sim.fleet import Fleet, sim_replicas
+
+    specs, config_of = [], []
+    for j, candidate in enumerate(plan.problem.candidates):
+        for copy in range(int(plan.replicas[j, hour])):
+            specs.append(fleet_spec(plan.problem.model, candidate, copy + 1,
+                                    plan.step_times.get(plan.labels[j])))
+            config_of.append(j)
+    if not specs:
+        raise InputError(f"hour {hour}: the plan has no replicas", field="hour")
+    return sim_replicas(Fleet(replicas=specs)), config_of
+
+
+def plan_policy(plan: Plan, config_of: list[int], hour: int = 0) -> ClassWeightedSplit:
+    """The plan's routing: per class, each configuration's share split evenly over its
+    replicas; requests of unknown class follow the overall split."""
+    counts = np.bincount(config_of, minlength=len(plan.labels))
+    shares = {}
+    for k, name in enumerate(plan.classes):
+        per_config = plan.traffic_rps[k, :, hour]
+        if per_config.sum() > 0:
+            shares[name] = [float(per_config[j] / counts[j]) for j in config_of]
+    overall = plan.traffic_rps[:, :, hour].sum(axis=0)
+    return ClassWeightedSplit(shares, default_shares=[float(overall[j] / counts[j])
+                                                      for j in config_of])
+
+
+@dataclass
+class CheckResult:
+    """Achieved percentiles per SLO class (and per SLO class × configuration), over seeds."""
+
+    hour: int
+    rate_rps: float
+    num_requests: int
+    seeds: tuple[int, ...]
+    by_class: pd.DataFrame
+    by_config: pd.DataFrame
+
+    @property
+    def passed(self) -> bool:
+        """Every SLO class met its SLO in every seed."""
+        return bool(self.by_class.passed.all())
+
+    def missed_classes(self) -> list[str]:
+        """SLO classes that missed in at least one seed."""
+        return list(self.by_class.loc[~self.by_class.passed, "slo_class"])
+
+
+def check_plan(plan: Plan, *, hour: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
+               duration_s: float = 60.0, min_requests: int = 400,
+               max_requests: int = 4000) -> CheckResult:
+    """Simulate the plan in ``hour`` (see the module docstring) for ``duration_s`` of arrivals
+    (at least ``min_requests``, at most ``max_requests`` requests) per seed."""
+    from hgresearch.arrivals import arrival_offsets_ns
+    from hgresearch.sim.fleet import run_fleet
+    from hgresearch.sim.simulator import make_requests
+
+    problem = plan.problem
+    rate = float(problem.demand.rate_rps[hour])
+    replicas, config_of = plan_replicas(plan, hour)
+    keys = problem.class_keys()
+    weights = np.array([plan.traffic_rps[k, :, hour].sum() for k in range(len(keys))])
+    probabilities = weights / weights.sum()
+    n = int(min(max(min_requests, rate * duration_s), max_requests))
+    smallest = min((r.config for r in replicas), key=lambda c: c.kv_capacity_tokens)
+    per_seed: list[pd.DataFrame] = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        classes = rng.choice(len(keys), size=n, p=probabilities)
+        arrivals = arrival_offsets_ns(n, rate, seed=seed) / 1e9
+        prompts = [keys[k][1].prompt_tokens for k in classes]
+        outputs = [keys[k][1].output_tokens for k in classes]
+        requests = make_requests(smallest, arrivals, prompts, outputs)
+        for request, k in zip(requests, classes, strict=True):
+            request.request_class = plan.classes[k]
+        run = run_fleet(replicas, plan_policy(plan, config_of, hour), requests)
+        ttft = np.array([(r.first_token_s - r.arrival_s) * 1e3 for r in requests])
+        decode = np.array([r.done_s - r.first_token_s for r in requests])
+        tpot = np.where(np.array(outputs) > 1, decode / np.maximum(np.array(outputs) - 1, 1),
+                        np.nan) * 1e3
+        per_seed.append(pd.DataFrame({
+            "seed": seed, "slo_class": [keys[k][0].name for k in classes],
+            "config": [plan.labels[config_of[i]] for i in run.replica_of],
+            "ttft_ms": ttft, "tpot_ms": tpot}))
+    frame = pd.concat(per_seed, ignore_index=True)
+    return CheckResult(hour=hour, rate_rps=rate, num_requests=n, seeds=tuple(seeds),
+                       by_class=_achieved(frame, problem, ["slo_class"]),
+                       by_config=_achieved(frame, problem, ["slo_class", "config"]))
+
+
+def _achieved(frame: pd.DataFrame, problem, by: list[str]) -> pd.DataFrame:
+    slos = {s.name: s for s in problem.slo_classes}
+    rows = []
+    for key, group in frame.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        slo = slos[key[0]]
+        row = dict(zip(by, key, strict=True))
+        row["slo"] = slo.describe()
+        row["requests"] = len(group)
+        passes = []
+        for metric, percentile, limit in (("ttft", slo.ttft_percentile, slo.ttft_ms),
+                                          ("tpot", slo.tpot_percentile, slo.tpot_ms)):
+            values = [float(np.nanpercentile(g[f"{metric}_ms"], percentile))
+                      for _, g in group.groupby("seed")]
+            name = f"p{percentile:g}_{metric}_ms"
+            row[name] = float(np.mean(values))
+            row[f"{name}_low"] = float(np.min(values))
+            row[f"{name}_high"] = float(np.max(values))
+            row[f"{metric}_limit_ms"] = limit
+        for _, g in group.groupby("seed"):
+            passes.append(slo_holds(g.ttft_ms.to_numpy(), g.tpot_ms.to_numpy(), slo))
+        row["passed"] = all(passes)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class CheckedPlan:
+    """A plan whose simulation met every SLO (or the last try), the checks of every round, and
+    the capacity scale factors it ended with."""
+
+    plan: Plan
+    checks: list[dict[int, CheckResult]]
+    capacity_scale: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @property
+    def rounds(self) -> int:
+        """Solve-and-simulate rounds it took (1: the first plan passed)."""
+        return len(self.checks)
+
+    @property
+    def passed(self) -> bool:
+        """The final plan met every SLO in every checked hour."""
+        return all(c.passed for c in self.checks[-1].values())
+
+
+def plan_and_check(problem, capacities: pd.DataFrame, *, hours: list[int] | None = None,
+                   max_rounds: int = 5, derate: float = 0.85,
+                   seeds: tuple[int, ...] = (0, 1, 2), duration_s: float = 60.0,
+                   **solve_kwargs: object) -> CheckedPlan:
+    """Solve, check ``hours`` (default: every hour with demand) by simulation, and re-solve
+    with lowered capacities until every SLO holds (see the module docstring)."""
+    if not 0 < derate < 1:
+        raise InputError("expected a factor in (0, 1)", field="derate")
+    scale: dict[tuple[str, str], float] = dict(
+        solve_kwargs.pop("capacity_scale", None) or {})  # type: ignore[arg-type]
+    checks: list[dict[int, CheckResult]] = []
+    hours = hours if hours is not None else [h for h, r in enumerate(problem.demand.rate_rps)
+                                             if r > 0]
+    plan = None
+    for _ in range(max_rounds):
+        plan = solve(problem, capacities, capacity_scale=scale, **solve_kwargs)  # type: ignore[arg-type]
+        results = {h: check_plan(plan, hour=h, seeds=seeds, duration_s=duration_s)
+                   for h in hours}
+        checks.append(results)
+        if all(r.passed for r in results.values()):
+            break
+        for h, result in results.items():
+            for slo_name in result.missed_classes():
+                by_config = result.by_config[result.by_config.slo_class == slo_name]
+                missed = set(by_config.loc[~by_config.passed, "config"]) or set(by_config.config)
+                for k, name in enumerate(plan.classes):
+                    if name.split("/", 1)[0] != slo_name:
+                        continue
+                    for j, label in enumerate(plan.labels):
+                        if label in missed and plan.traffic_rps[k, j, h] > 0:
+                            scale[(name, label)] = scale.get((name, label), 1.0) * derate
+    assert plan is not None
+    return CheckedPlan(plan=plan, checks=checks, capacity_scale=scale)

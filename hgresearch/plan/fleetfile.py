@@ -1,0 +1,65 @@
+"""A plan as a fleet file (docs/simulator.md "Fleet file"): what ``hgresearch sim fleet`` and
+``hgresearch bench --fleet`` read (:func:`hgresearch.sim.fleet.load_fleet` checks it).
+
+Every configuration of the plan is one entry with its replica count, its price under the
+plan's scenario, the step-time coefficients the planner's capacities assumed, and a
+``capacity_weight`` per replica equal to the request rate the plan routes to it: the
+``weighted-random`` policy then splits traffic in the plan's overall shares (class-blind); the
+class-aware split is :class:`hgresearch.routing.ClassWeightedSplit`, built by
+:func:`hgresearch.plan.check.plan_policy`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from hgresearch.plan.inputs import Candidate
+
+if TYPE_CHECKING:
+    from hgresearch.plan.solve import Plan
+    from hgresearch.sim.fleet import FleetReplicaSpec
+
+
+def fleet_spec(model: str, candidate: Candidate, index: int,
+               step_time: dict[str, float] | None) -> FleetReplicaSpec:
+    """One replica of ``candidate`` as the fleet simulator's spec."""
+    from hgresearch.sim.fleet import FleetReplicaSpec
+
+    return FleetReplicaSpec(name=f"{candidate.label(model)} #{index}", model=model,
+                            gpu_name=candidate.gpu_name, num_gpus=candidate.num_gpus,
+                            step_time=dict(step_time) if step_time else None)
+
+
+def fleet_document(plan: Plan, hour: int = 0) -> dict[str, Any]:
+    """The fleet file's content for the plan's fleet in ``hour``."""
+    entries = []
+    for row in plan.fleet(hour).itertuples():
+        entry: dict[str, Any] = {"config": row.config, "count": int(row.replicas),
+                                 "price_usd_per_gpu_h": round(float(row.price_usd_per_gpu_h), 6),
+                                 "capacity_weight": round(max(float(row.rate_per_replica_rps),
+                                                              1e-6), 6)}
+        steps = plan.step_times.get(row.config)
+        if steps:
+            entry["step_time"] = {k: float(v) for k, v in steps.items()}
+        entries.append(entry)
+    return {"name": f"plan-{plan.objective}-hour{hour}",
+            "description": (f"hgresearch fleet plan: {plan.problem.model}, "
+                            f"{plan.problem.demand.rate_rps[hour]:g} req/s, objective "
+                            f"{plan.objective}; prices {plan.problem.prices.describe()}; "
+                            f"capacities: {plan.capacity_source}"),
+            "price_scenario": (plan.problem.prices.scenario
+                               if plan.problem.prices.scenario in ("alternative", "hyperscaler")
+                               else "alternative"),
+            "replicas": entries}
+
+
+def write_fleet_file(plan: Plan, path: str | Path, hour: int = 0) -> Path:
+    """Write the plan's fleet in ``hour`` as a fleet file (YAML); returns its path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(fleet_document(plan, hour), sort_keys=False, width=100),
+                    encoding="utf-8")
+    return path
