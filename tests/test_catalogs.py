@@ -16,6 +16,7 @@ LOADERS = {
     "power_model.csv": catalogs.power_model_catalog,
     "grid_carbon.csv": catalogs.grid_catalog,
     "embodied_carbon.csv": catalogs.embodied_catalog,
+    "electricity_prices.csv": catalogs.electricity_price_catalog,
 }
 
 

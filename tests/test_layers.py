@@ -27,7 +27,9 @@ ANALYSIS = sorted(
     # The simulator (predict layer) and the arrival schedules it shares with the bench.
     | {"hgresearch.arrivals", "hgresearch.lengths"} | {f"hgresearch.sim.{p.stem}" for p in (PACKAGE / "sim").glob("*.py")}
     # Routing policies (decide layer), shared by the fleet simulator and the live bench.
-    | {"hgresearch.routing"})
+    | {"hgresearch.routing"}
+    # The fleet planner (decide layer).
+    | {f"hgresearch.plan.{p.stem}" for p in (PACKAGE / "plan").glob("*.py")})
 FORBIDDEN = ("hgresearch.bench", "hgresearch.telemetry", "pynvml")
 
 

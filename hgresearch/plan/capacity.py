@@ -5,9 +5,10 @@ rate one replica serves with the class's SLO met — with an interval. Any objec
 :class:`CapacityProvider` interface can supply it; :class:`SimulatedCapacity` computes it with
 the fleet simulator (:mod:`hgresearch.sim`):
 
-* **sustained throughput**: a burst of ``num_requests`` requests of the class's lengths at
-  t = 0; completions per second between the 10th and the 90th percentile completion (the
-  ramp-up and the drain excluded);
+* **sustained throughput**: a burst of ``num_requests`` requests (at least
+  :data:`BURST_BATCHES` × ``max_num_seqs``) of the class's lengths at t = 0; completions
+  per second between the 10th and the 90th percentile completion (ramp-up and drain
+  excluded);
 * **batch classes** (no latency SLO): ``batch_utilisation`` × the sustained throughput;
 * **latency classes**: per seed of the Poisson arrivals, the highest rate ≤ the sustained
   throughput at which the class's TTFT and TPOT percentiles hold, by bisection
@@ -38,6 +39,8 @@ import pandas as pd
 from hgresearch.errors import InputError
 from hgresearch.plan.inputs import Candidate, LengthClass, PlanProblem, SLOClass, class_name
 
+#: A throughput burst holds at least this many full batches of ``max_num_seqs`` requests.
+BURST_BATCHES = 4
 #: ``step_time_source`` of a replica running on the roofline floor alone.
 ROOFLINE_ONLY = "roofline floor only (uncalibrated)"
 
@@ -160,8 +163,11 @@ class SimulatedCapacity:
         return first * 1e3, tpot * 1e3, done
 
     def sustained_rps(self, replica, length: LengthClass) -> float:
-        """Completions per second in the middle 80% of a burst of ``num_requests``."""
-        _, _, done = self._simulate(replica, np.zeros(self.num_requests), length)
+        """Completions per second in the middle 80% of a burst of ``num_requests`` requests,
+        at least :data:`BURST_BATCHES` full batches (``max_num_seqs``): a burst that fits one
+        batch finishes at once and says nothing about the sustained rate."""
+        size = max(self.num_requests, BURST_BATCHES * replica.config.max_num_seqs)
+        _, _, done = self._simulate(replica, np.zeros(size), length)
         done = np.sort(done)
         lo, hi = int(0.1 * len(done)), int(0.9 * len(done)) - 1
         return float((hi - lo) / (done[hi] - done[lo])) if done[hi] > done[lo] else \

@@ -33,8 +33,13 @@ def fleet_spec(model: str, candidate: Candidate, index: int,
                             step_time=dict(step_time) if step_time else None)
 
 
-def fleet_document(plan: Plan, hour: int = 0) -> dict[str, Any]:
-    """The fleet file's content for the plan's fleet in ``hour``."""
+def fleet_document(plan: Plan, hour: int = 0,
+                   base_urls: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The fleet file's content for the plan's fleet in ``hour``; ``base_urls`` (per
+    configuration label, one URL per replica) make it a live fleet for ``hgresearch bench
+    --fleet``."""
+    from hgresearch.errors import InputError
+
     entries = []
     for row in plan.fleet(hour).itertuples():
         entry: dict[str, Any] = {"config": row.config, "count": int(row.replicas),
@@ -44,6 +49,12 @@ def fleet_document(plan: Plan, hour: int = 0) -> dict[str, Any]:
         steps = plan.step_times.get(row.config)
         if steps:
             entry["step_time"] = {k: float(v) for k, v in steps.items()}
+        if base_urls is not None:
+            urls = list(base_urls.get(row.config, []))
+            if len(urls) != row.replicas:
+                raise InputError(f"{row.config}: expected {row.replicas} base URL(s), got "
+                                 f"{len(urls)}", field="base_urls")
+            entry["base_url"] = urls[0] if len(urls) == 1 else urls
         entries.append(entry)
     return {"name": f"plan-{plan.objective}-hour{hour}",
             "description": (f"hgresearch fleet plan: {plan.problem.model}, "
@@ -56,10 +67,13 @@ def fleet_document(plan: Plan, hour: int = 0) -> dict[str, Any]:
             "replicas": entries}
 
 
-def write_fleet_file(plan: Plan, path: str | Path, hour: int = 0) -> Path:
-    """Write the plan's fleet in ``hour`` as a fleet file (YAML); returns its path."""
+def write_fleet_file(plan: Plan, path: str | Path, hour: int = 0,
+                     base_urls: dict[str, list[str]] | None = None) -> Path:
+    """Write the plan's fleet in ``hour`` as a fleet file (YAML; see :func:`fleet_document`);
+    returns its path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(fleet_document(plan, hour), sort_keys=False, width=100),
+    path.write_text(yaml.safe_dump(fleet_document(plan, hour, base_urls), sort_keys=False,
+                                   width=100),
                     encoding="utf-8")
     return path
