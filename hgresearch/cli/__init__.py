@@ -13,6 +13,7 @@ command so ``--help`` is fast.
 | ``fit`` | :mod:`hgresearch.cli.fit` |
 | ``energy`` | :mod:`hgresearch.cli.energy` |
 | ``sim run``, ``sim fleet`` | :mod:`hgresearch.cli.sim` |
+| ``fleet plan`` | :mod:`hgresearch.cli.fleet` |
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ app = typer.Typer(help="hgresearch: measure, model and reproduce heterogeneous-G
                   "inference studies.", no_args_is_help=True, add_completion=False)
 
 # Each module registers its commands on `app` (imported for that effect).
-from hgresearch.cli import bench, data, energy, fit, ingest, serve, sim  # noqa: E402, F401
+from hgresearch.cli import bench, data, energy, fit, fleet, ingest, serve, sim  # noqa: E402, F401
 
 
 def main() -> None:

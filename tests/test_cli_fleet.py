@@ -1,0 +1,60 @@
+"""``hgresearch fleet plan``: the issue's command end to end (capacities from the simulator,
+plan, simulated check, baselines, fleet file), and bad input as one line with exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hgresearch.cli import app
+from hgresearch.errors import InputError
+from hgresearch.plan.options import parse_candidate, parse_caps, parse_length, parse_slo
+from hgresearch.sim.fleet import load_fleet, sim_replicas
+
+
+def test_fleet_plan_command(tmp_path: Path) -> None:
+    out = tmp_path / "fleet.yaml"
+    result = CliRunner().invoke(app, [
+        "fleet", "plan", "--model", "DeepSeek-R1-Distill-Qwen-14B", "--qps", "20", "--slo",
+        "p99_ttft:500", "--objective", "cost", "--max", "H100-PCIe=2", "--prices",
+        "alternative", "--grid", "DE", "--check-seeds", "2", "-o", str(out),
+        "--build-dir", str(tmp_path / "build")])
+    assert result.exit_code == 0, result.output
+    for part in ("plan:", "simulated check", "passed", "H100-PCIe only", "RTX-4090 only",
+                 "best single configuration", f"wrote {out}"):
+        assert part in result.stdout
+    replicas = sim_replicas(load_fleet(out))
+    assert replicas and sum(r.num_gpus for r in replicas if r.gpu_name == "H100-PCIe") <= 2
+    assert list((tmp_path / "build" / "cache" / "models").glob("plan-capacity-*.pkl"))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--slo", "p99_foo:5"], "field '--slo': expected 'batch' or pXX_ttft:MS"),
+    (["--candidate", "1x H100-PCIe", "--max", "H100-PCIe=0"],
+     "field 'caps': demand of 20 req/s exceeds what the candidates serve"),
+    (["--grid", "XX"], "unknown grid region 'XX'"),
+    (["--prices", "cheap"], "unknown price scenario 'cheap'"),
+])
+def test_fleet_plan_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["fleet", "plan", "--qps", "20", "--build-dir",
+                                      str(tmp_path), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_option_parsers() -> None:
+    chat = parse_slo("chat=p90_ttft:2000,p99_tpot:80@0.7")
+    assert (chat.name, chat.share, chat.ttft_ms, chat.ttft_percentile, chat.tpot_ms) == \
+        ("chat", 0.7, 2000.0, 90.0, 80.0)
+    assert parse_slo("batch@0.3").is_batch
+    assert parse_length("short=256:128@0.6") == parse_length(" short=256:128@0.6 ")
+    candidates, gpu_caps = parse_caps(["H100-PCIe=2", "4x RTX-4090=1"],
+                                      [parse_candidate("1x H100-PCIe"),
+                                       parse_candidate("4x RTX-4090")])
+    assert gpu_caps == (("H100-PCIe", 2),) and candidates[1].max_replicas == 1
+    with pytest.raises(InputError, match="is not a candidate"):
+        parse_caps(["8x RTX-4090=1"], candidates)
+    with pytest.raises(InputError, match="NAME=PROMPT:OUTPUT"):
+        parse_length("256:128")
