@@ -284,3 +284,19 @@ def test_simulated_check_reports_percentiles_and_replans(small_plan) -> None:
     assert checked.rounds > 1
     assert checked.passed
     assert checked.plan.replicas.sum() >= plan.replicas.sum()
+
+
+def test_hour_by_hour_equals_one_program_over_the_day() -> None:
+    demand = Demand((3.0, 0.0, 9.0, 5.0))
+    problem = PlanProblem(MODEL, demand, LENGTHS, SLOS, CANDIDATES,
+                          gpu_caps=(("RTX-4090", (8, 8, 2, 0)),),
+                          carbon=CarbonSettings(hourly_g_per_kwh=(50.0, 100.0, 400.0, 700.0)))
+    caps_table = table(problem, random_caps(np.random.default_rng(5), problem))
+    by_hour = solve(problem, caps_table)
+    joint = solve(problem, caps_table, carbon_budget_g=1e12)  # a budget couples the hours
+    assert by_hour.cost_usd_per_h.sum() == pytest.approx(joint.cost_usd_per_h.sum())
+    assert by_hour.replicas[:, 1].sum() == 0
+    with pytest.raises(InputError, match=r"^field 'caps': hour 2: demand of 9 req/s .* "
+                                         r"\(binding: RTX-4090 <= 2 GPUs\)"):
+        solve(problem.__class__(**{**problem.__dict__, "candidates": CANDIDATES[1:]}),
+              caps_table)

@@ -32,7 +32,7 @@ from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from hgresearch.errors import InputError
 from hgresearch.plan.economics import replica_carbon_g_per_h, replica_cost_usd_per_h
-from hgresearch.plan.inputs import PlanProblem, class_name, validate
+from hgresearch.plan.inputs import Demand, PlanProblem, class_name, validate
 from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
 
 OBJECTIVES = ("cost", "carbon", "weighted")
@@ -228,11 +228,21 @@ def solve(problem: PlanProblem, capacities: pd.DataFrame, *, objective: str = "c
           time_limit_s: float = 60.0) -> Plan:
     """The optimal plan (see the module docstring); budgets are totals over the hours.
 
+    Without a budget the hours do not interact (the objective is a sum over hours, every
+    constraint is within an hour), so a profile is solved hour by hour: the same optimum,
+    much faster than one program over the day.
+
     Raises :class:`InputError` naming the binding constraint when no plan meets the demand.
     """
     started = time.perf_counter()
     m = matrices(problem, capacities, capacity_column=capacity_column,
                  capacity_scale=capacity_scale)
+    kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price_usd_per_kg,
+              "capacity_column": capacity_column, "capacity_scale": capacity_scale,
+              "capacity_source": capacity_source, "step_times": step_times,
+              "time_limit_s": time_limit_s}
+    if problem.demand.hours > 1 and carbon_budget_g is None and cost_budget_usd is None:
+        return _solve_by_hour(problem, capacities, m, started, kwargs)
     _check_servable(problem, m)
     num_classes, num_configs = m.cap_rps.shape
     hours = m.demand_rps.shape[1]
@@ -301,16 +311,56 @@ def solve(problem: PlanProblem, capacities: pd.DataFrame, *, objective: str = "c
     traffic = np.zeros((num_classes, num_configs, hours))
     for i, (k, j, h) in enumerate(pairs):
         traffic[k, j, h] = max(result.x[num_n + i], 0.0)
+    return _plan(problem, kwargs, m, n, traffic, started)
+
+
+def hour_problem(problem: PlanProblem, hour: int) -> PlanProblem:
+    """The one-hour problem of ``hour`` of a profile (its demand, caps and grid intensity)."""
+    def at(value):
+        return value[hour] if isinstance(value, tuple) else value
+
+    candidates = tuple(dataclasses.replace(
+        c, max_replicas_by_hour=None if c.max_replicas_by_hour is None
+        else (c.max_replicas_by_hour[hour],)) for c in problem.candidates)
+    carbon = problem.carbon
+    if carbon.hourly_g_per_kwh is not None:
+        carbon = dataclasses.replace(carbon, hourly_g_per_kwh=(carbon.hourly_g_per_kwh[hour],))
+    return dataclasses.replace(
+        problem, demand=Demand((problem.demand.rate_rps[hour],)), candidates=candidates,
+        carbon=carbon, gpu_caps=tuple((gpu, at(cap)) for gpu, cap in problem.gpu_caps))
+
+
+def _solve_by_hour(problem: PlanProblem, capacities: pd.DataFrame, m: Matrices,
+                   started: float, kwargs: dict) -> Plan:
+    num_classes, num_configs = m.cap_rps.shape
+    hours = problem.demand.hours
+    replicas = np.zeros((num_configs, hours), dtype=int)
+    traffic = np.zeros((num_classes, num_configs, hours))
+    for h in range(hours):
+        if problem.demand.rate_rps[h] <= 0:
+            continue
+        try:
+            part = solve(hour_problem(problem, h), capacities, **kwargs)
+        except InputError as err:
+            raise InputError(f"hour {h}: {err.reason}", field=err.field) from None
+        replicas[:, h] = part.replicas[:, 0]
+        traffic[:, :, h] = part.traffic_rps[:, :, 0]
+    return _plan(problem, kwargs, m, replicas, traffic, started)
+
+
+def _plan(problem: PlanProblem, kwargs: dict, m: Matrices, n: np.ndarray,
+          traffic: np.ndarray, started: float) -> Plan:
     cost_h = np.nan_to_num(m.cost_usd_per_h) @ n
     carbon_h = (m.carbon_g_per_h * n).sum(axis=0)
     tokens_h = (m.demand_rps * m.tokens_per_request[:, None]).sum(axis=0) * SECONDS_PER_HOUR
-    return Plan(problem=problem, objective=objective, labels=m.labels, classes=m.classes,
-                replicas=n, traffic_rps=traffic, cap_rps=m.cap_rps, cost_usd_per_h=cost_h,
-                carbon_g_per_h=carbon_h, tokens_per_h=tokens_h,
+    return Plan(problem=problem, objective=kwargs["objective"], labels=m.labels,
+                classes=m.classes, replicas=n, traffic_rps=traffic, cap_rps=m.cap_rps,
+                cost_usd_per_h=cost_h, carbon_g_per_h=carbon_h, tokens_per_h=tokens_h,
                 replica_cost_usd_per_h=np.nan_to_num(m.cost_usd_per_h),
                 replica_carbon_g_per_h=m.carbon_g_per_h,
-                solve_s=time.perf_counter() - started, capacity_source=capacity_source,
-                step_times=dict(step_times or {}))
+                solve_s=time.perf_counter() - started,
+                capacity_source=kwargs["capacity_source"],
+                step_times=dict(kwargs["step_times"] or {}))
 
 
 def _check_servable(problem: PlanProblem, m: Matrices) -> None:
