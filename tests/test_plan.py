@@ -300,3 +300,31 @@ def test_hour_by_hour_equals_one_program_over_the_day() -> None:
                                          r"\(binding: RTX-4090 <= 2 GPUs\)"):
         solve(problem.__class__(**{**problem.__dict__, "candidates": CANDIDATES[1:]}),
               caps_table)
+
+
+def test_fleet_figures_have_no_layout_problems() -> None:
+    """The notebook's three figures on a small constructed study: readable (no overlapping
+    labels, no legend over data, every numeric axis labelled)."""
+    from hgresearch.figures import fleet as fleet_figures
+    from hgresearch.figures.layout import layout_problems
+    from hgresearch.plan.study import day_table
+
+    rows = [{"scenario": s, "rate_rps": r, "plan": p, "cost_usd_per_1m_tok": c * 10 / r,
+             "g_co2_per_1m_tok": g * 10 / r}
+            for s in ("p99 TTFT ≤ 500 ms + batch", "p99 TTFT ≤ 2000 ms + batch")
+            for r in (1.0, 5.0, 20.0, 50.0)
+            for p, c, g in (("hybrid", 0.1, 5.0), ("H100-PCIe only", 0.3, 2.0),
+                            ("RTX-4090 only", 0.12, 8.0))]
+    figures = [fleet_figures.cost_carbon_vs_demand(pd.DataFrame(rows), "cost and carbon")]
+    front = pd.DataFrame({"g_co2_per_1m_tok": [5.0, 8.0, 17.0],
+                          "cost_usd_per_1m_tok": [0.07, 0.05, 0.02]})
+    base = pd.DataFrame({"plan": ["H100-PCIe only", "RTX-4090 only"],
+                         "g_co2_per_1m_tok": [5.0, 17.0], "cost_usd_per_1m_tok": [0.07, 0.02]})
+    figures.append(fleet_figures.pareto(front, base, "front"))
+    problem = PlanProblem(MODEL, Demand(tuple(4.0 + h for h in range(24))), LENGTHS, SLOS,
+                          CANDIDATES,
+                          gpu_caps=(("RTX-4090", tuple(8 if h < 7 else 0 for h in range(24))),))
+    plan = solve(problem, table(problem, random_caps(np.random.default_rng(7), problem)))
+    figures.append(fleet_figures.day_plan({"cost-optimal": day_table(plan)}, "a day"))
+    for fig in figures:
+        assert layout_problems(fig) == []

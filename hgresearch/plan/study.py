@@ -1,0 +1,137 @@
+"""Studies built from plans: the hybrid plan against single-hardware fleets over a range of
+demands, a day's plan hour by hour, and the checked Pareto front (notebook 08_fleet)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from hgresearch.errors import InputError
+from hgresearch.plan.check import CheckedPlan, check_plan, plan_and_check
+from hgresearch.plan.economics import grid_g_per_kwh_by_hour
+from hgresearch.plan.inputs import Demand, PlanProblem
+from hgresearch.plan.solve import Plan, restricted, solve
+
+#: Columns of :func:`compare_at_rates`.
+COMPARISON_COLUMNS = ["rate_rps", "plan", "fleet", "gpus", "cost_usd_per_h",
+                      "cost_usd_per_1m_tok", "g_co2_per_1m_tok", "rounds", "passed",
+                      "worst_slo_ratio"]
+
+
+def worst_slo_ratio(checked: CheckedPlan) -> float:
+    """Largest achieved percentile over its limit, over every SLO and checked hour of the final
+    round (≤ 1: every SLO met; NaN: only batch classes)."""
+    ratios = []
+    for result in checked.checks[-1].values():
+        for row in result.by_class.itertuples():
+            for metric in ("ttft", "tpot"):
+                limit = getattr(row, f"{metric}_limit_ms")
+                if limit is not None and not pd.isna(limit):
+                    column = [c for c in result.by_class.columns
+                              if c.endswith(f"_{metric}_ms_high")][0]
+                    ratios.append(getattr(row, column) / limit)
+    return float(max(ratios)) if ratios else float("nan")
+
+
+def _row(rate: float, name: str, checked: CheckedPlan | InputError) -> dict[str, object]:
+    if isinstance(checked, InputError):
+        return {"rate_rps": rate, "plan": name, "fleet": f"infeasible: {checked.reason}",
+                "gpus": np.nan, "cost_usd_per_h": np.nan, "cost_usd_per_1m_tok": np.nan,
+                "g_co2_per_1m_tok": np.nan, "rounds": 0, "passed": False,
+                "worst_slo_ratio": np.nan}
+    totals = checked.plan.totals()
+    return {"rate_rps": rate, "plan": name, "fleet": checked.plan.describe(),
+            "gpus": totals["gpus"], "cost_usd_per_h": totals["cost_usd_per_h"],
+            "cost_usd_per_1m_tok": totals["cost_usd_per_1m_tok"],
+            "g_co2_per_1m_tok": totals["g_co2_per_1m_tok"], "rounds": checked.rounds,
+            "passed": checked.passed, "worst_slo_ratio": worst_slo_ratio(checked)}
+
+
+def compare_at_rates(problem: PlanProblem, capacities: pd.DataFrame, rates: list[float],
+                     groups: dict[str, list[int] | None], *, best_single: bool = True,
+                     seeds: tuple[int, ...] = (0, 1), duration_s: float = 30.0,
+                     max_rounds: int = 5, **solve_kwargs: object) -> pd.DataFrame:
+    """At every demand in ``rates``: each group's plan (``None``: every candidate under the
+    problem's caps — the hybrid; a list: those candidates only, without caps — a baseline),
+    and with ``best_single`` the cheapest single configuration (by the objective's value
+    before checking), each solved, checked by simulation and re-planned until it passes
+    (:func:`hgresearch.plan.check.plan_and_check`). Rows: :data:`COMPARISON_COLUMNS`; an
+    infeasible plan's row names why."""
+    rows = []
+    for rate in rates:
+        at_rate = dataclasses.replace(problem, demand=Demand.steady(rate))
+        named: dict[str, PlanProblem] = {
+            name: at_rate if keep is None else restricted(at_rate, keep)
+            for name, keep in groups.items()}
+        if best_single:
+            values = {}
+            for i in range(len(problem.candidates)):
+                single = restricted(at_rate, [i])
+                try:
+                    plan = solve(single, capacities, **solve_kwargs)  # type: ignore[arg-type]
+                except InputError:
+                    continue
+                values[i] = float(plan.cost_usd_per_h.sum()) \
+                    if solve_kwargs.get("objective", "cost") == "cost" \
+                    else float(plan.carbon_g_per_h.sum())
+            if values:
+                named["best single configuration"] = restricted(at_rate,
+                                                                [min(values, key=values.get)])
+        for name, sub in named.items():
+            try:
+                checked: CheckedPlan | InputError = plan_and_check(
+                    sub, capacities, seeds=seeds, duration_s=duration_s,
+                    max_rounds=max_rounds, **solve_kwargs)
+            except InputError as err:
+                checked = err
+            rows.append(_row(rate, name, checked))
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def day_table(plan: Plan) -> pd.DataFrame:
+    """A day's plan hour by hour, long form: per hour and configuration the replicas and GPUs,
+    with the hour's demand, grid intensity, cost and carbon."""
+    grid = grid_g_per_kwh_by_hour(plan.problem.carbon, plan.hours)
+    rows = []
+    for h in range(plan.hours):
+        for j, candidate in enumerate(plan.problem.candidates):
+            rows.append({"hour": h, "config": candidate.hardware,
+                         "gpu_name": candidate.gpu_name, "num_gpus": candidate.num_gpus,
+                         "replicas": int(plan.replicas[j, h]),
+                         "gpus": int(plan.replicas[j, h]) * candidate.num_gpus,
+                         "rate_rps": float(plan.traffic_rps[:, j, h].sum()),
+                         "demand_rps": float(plan.problem.demand.rate_rps[h]),
+                         "grid_g_per_kwh": float(grid[h]),
+                         "cost_usd_per_h": float(plan.cost_usd_per_h[h]),
+                         "carbon_g_per_h": float(plan.carbon_g_per_h[h])})
+    return pd.DataFrame(rows)
+
+
+def check_every_hour(plan: Plan, *, seeds: tuple[int, ...] = (0,),
+                     duration_s: float = 20.0) -> pd.DataFrame:
+    """The plan simulated in every hour with demand: per hour and SLO class the achieved
+    percentiles and the verdict."""
+    frames = []
+    for h, rate in enumerate(plan.problem.demand.rate_rps):
+        if rate > 0:
+            result = check_plan(plan, hour=h, seeds=seeds, duration_s=duration_s)
+            frames.append(result.by_class.assign(hour=h, rate_rps=rate))
+    return pd.concat(frames, ignore_index=True)
+
+
+def pareto_table(front: list[Plan], *, seeds: tuple[int, ...] = (0, 1),
+                 duration_s: float = 30.0) -> pd.DataFrame:
+    """The Pareto front's plans with cost and carbon per 1M tokens, each checked by
+    simulation (``passed``)."""
+    rows = []
+    for i, plan in enumerate(front):
+        totals = plan.totals()
+        passed = all(check_plan(plan, hour=h, seeds=seeds, duration_s=duration_s).passed
+                     for h, rate in enumerate(plan.problem.demand.rate_rps) if rate > 0)
+        rows.append({"point": i + 1, "fleet": plan.describe() if plan.hours == 1 else "hourly",
+                     "gpus": totals["gpus"], "cost_usd_per_h": totals["cost_usd_per_h"],
+                     "cost_usd_per_1m_tok": totals["cost_usd_per_1m_tok"],
+                     "g_co2_per_1m_tok": totals["g_co2_per_1m_tok"], "passed": passed})
+    return pd.DataFrame(rows)
