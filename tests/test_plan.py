@@ -328,3 +328,29 @@ def test_fleet_figures_have_no_layout_problems() -> None:
     figures.append(fleet_figures.day_plan({"cost-optimal": day_table(plan)}, "a day"))
     for fig in figures:
         assert layout_problems(fig) == []
+
+
+def test_calibrated_coefficients_become_fleet_file_step_times() -> None:
+    """The calibration objects are stand-ins (SimpleNamespace with the attributes the
+    simulator's calibration exposes) so this test does not depend on fitting the reference
+    runs; the provider then runs those coefficients instead of the roofline floor alone."""
+    from types import SimpleNamespace
+
+    from hgresearch.plan.capacity import step_times_from_calibrations
+
+    label = f"{MODEL} on 2x RTX-4090"
+    fit = SimpleNamespace(coefficients=SimpleNamespace(c0_s=0.02, c_prefill_s_per_token=2.5e-4,
+                                                       c_decode_s_per_seq=4e-4),
+                          replica=SimpleNamespace(kv_per_weight_byte=0.001))
+    steps = step_times_from_calibrations({label: (fit, None)})
+    assert steps == {label: {"c0_s": 0.02, "c_prefill_s_per_token": 2.5e-4,
+                             "c_decode_s_per_seq": 4e-4, "c_kv_s_per_token": 2e-5}}
+    length, slo = LengthClass("short", 256, 64), SLOClass("chat", ttft_ms=500)
+    fast = SimulatedCapacity(num_requests=100, seeds=(0,), bisection_steps=4)
+    slow = SimulatedCapacity(steps, num_requests=100, seeds=(0,), bisection_steps=4,
+                             source="calibrated")
+    candidate = Candidate("RTX-4090", 2)
+    assert slow.step_time(MODEL, candidate) == steps[label]
+    assert slow.replica(MODEL, candidate).step_time_source == "fleet file"
+    assert slow.capacity(MODEL, candidate, length, slo).rate_rps \
+        < fast.capacity(MODEL, candidate, length, slo).rate_rps

@@ -211,6 +211,25 @@ class SimulatedCapacity:
                              max(set(limits), key=limits.count))
 
 
+def step_times_from_calibrations(fits: Mapping[str, object]) -> dict[str, dict[str, float]]:
+    """Fleet-file step-time coefficients per configuration label from the simulator's
+    calibrations (label -> a calibration, or a ``(calibration, points)`` pair as
+    ``hgresearch.sim.run.calibrations`` returns): ``c0_s``, ``c_prefill_s_per_token``,
+    ``c_decode_s_per_seq`` as fitted, and ``c_kv_s_per_token = c0 × KV bytes per weight byte``
+    as the calibrated model ties them. (The fit's constant TTFT offset is not a step time and
+    is not carried.)"""
+    out = {}
+    for label, fit in fits.items():
+        fit = fit[0] if isinstance(fit, tuple) else fit
+        coefficients = fit.coefficients  # type: ignore[attr-defined]
+        ratio = float(fit.replica.kv_per_weight_byte)  # type: ignore[attr-defined]
+        out[label] = {"c0_s": float(coefficients.c0_s),
+                      "c_prefill_s_per_token": float(coefficients.c_prefill_s_per_token),
+                      "c_decode_s_per_seq": float(coefficients.c_decode_s_per_seq),
+                      "c_kv_s_per_token": float(coefficients.c0_s) * ratio}
+    return out
+
+
 #: Columns of :func:`capacity_table`.
 CAPACITY_COLUMNS = ["config", "gpu_name", "num_gpus", "class", "slo_class", "length_class",
                     "rate_rps", "low_rps", "high_rps", "limited_by", "step_time_source"]
