@@ -354,3 +354,20 @@ def test_calibrated_coefficients_become_fleet_file_step_times() -> None:
     assert slow.replica(MODEL, candidate).step_time_source == "fleet file"
     assert slow.capacity(MODEL, candidate, length, slo).rate_rps \
         < fast.capacity(MODEL, candidate, length, slo).rate_rps
+
+
+def test_ttft_offset_counts_in_capacity_and_check(small_plan) -> None:
+    problem, caps, _ = small_plan
+    labels = [c.label(MODEL) for c in problem.candidates]
+    late = SimulatedCapacity(ttft_offsets_ms=dict.fromkeys(labels, 400.0), num_requests=100,
+                             seeds=(0,), bisection_steps=4)
+    # 400 ms outside the engine leave nothing of a 300 ms TTFT budget
+    assert late.capacity(MODEL, problem.candidates[0], problem.length_classes[0],
+                         problem.slo_classes[0]).rate_rps == 0
+    from hgresearch.plan import replica_settings
+
+    settings = replica_settings(problem, late)
+    assert settings["ttft_offsets_ms"] == dict.fromkeys(labels, 400.0)
+    plan = solve(problem, caps, **settings)
+    result = check_plan(plan, seeds=(0,), duration_s=10.0, min_requests=100)
+    assert not result.passed and result.by_class.p99_ttft_ms.iloc[0] > 400

@@ -76,6 +76,7 @@ def plan(
         baselines,
         capacity_table,
         plan_and_check,
+        replica_settings,
         validate,
         write_fleet_file,
     )
@@ -97,7 +98,7 @@ def plan(
     provider = SimulatedCapacity()
     capacities = capacity_table(problem, provider, build_dir=build_dir)
     kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price,
-              "capacity_source": provider.source}
+              **replica_settings(problem, provider)}
     checked = plan_and_check(problem, capacities, seeds=tuple(range(check_seeds)),
                              max_rounds=max_rounds, **kwargs)
     fmt = {"float_format": lambda x: f"{x:.4g}", "index": False}

@@ -24,6 +24,7 @@ from hgresearch.plan.capacity import (
     ClassCapacity,
     SimulatedCapacity,
     capacity_table,
+    replica_settings,
 )
 from hgresearch.plan.check import CheckedPlan, CheckResult, check_plan, plan_and_check
 from hgresearch.plan.fleetfile import fleet_document, write_fleet_file
@@ -45,5 +46,5 @@ __all__ = [
     "CheckedPlan", "ClassCapacity", "Demand", "LengthClass", "Plan", "PlanProblem",
     "PriceScenario", "SLOClass", "SimulatedCapacity", "baselines", "capacity_table",
     "check_plan", "class_name", "fleet_document", "pareto_front", "plan_and_check",
-    "restricted", "solve", "validate", "write_fleet_file",
+    "replica_settings", "restricted", "solve", "validate", "write_fleet_file",
 ]

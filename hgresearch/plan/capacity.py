@@ -69,6 +69,10 @@ class CapacityProvider(Protocol):
         """Linear step-time coefficients of ``candidate`` (None: the roofline floor alone)."""
         ...
 
+    def ttft_offset_ms(self, model: str, candidate: Candidate) -> float:
+        """Constant time added to every TTFT of ``candidate`` (outside engine steps)."""
+        ...
+
     def describe(self) -> dict[str, object]:
         """Settings that change the result (part of the cache key)."""
         ...
@@ -93,6 +97,8 @@ class SimulatedCapacity:
     Args:
         step_times: linear step-time coefficients per configuration label
             (``MODEL on Nx GPU``), e.g. calibrated ones; a candidate's own ``step_time`` wins.
+        ttft_offsets_ms: constant ms added to every TTFT per configuration label (time outside
+            engine steps, e.g. a calibration's fitted offset); default 0.
         num_requests: requests per simulation.
         seeds: seeds of the Poisson arrivals (the interval is over them).
         bisection_steps: halvings of the rate interval.
@@ -102,7 +108,8 @@ class SimulatedCapacity:
     """
 
     def __init__(self, step_times: Mapping[str, Mapping[str, float]] | None = None, *,
-                 num_requests: int = 300, seeds: tuple[int, ...] = (0, 1, 2),
+                 ttft_offsets_ms: Mapping[str, float] | None = None, num_requests: int = 300,
+                 seeds: tuple[int, ...] = (0, 1, 2),
                  bisection_steps: int = 7, batch_utilisation: float = 0.9,
                  min_rate_fraction: float = 0.02, source: str | None = None) -> None:
         if num_requests < 20:
@@ -113,6 +120,7 @@ class SimulatedCapacity:
         if not 0 < batch_utilisation <= 1:
             raise InputError("expected a fraction in (0, 1]", field="batch_utilisation")
         self.step_times = {k: dict(v) for k, v in (step_times or {}).items()}
+        self.ttft_offsets_ms = {k: float(v) for k, v in (ttft_offsets_ms or {}).items()}
         self.num_requests = num_requests
         self.seeds = tuple(seeds)
         self.bisection_steps = bisection_steps
@@ -123,6 +131,7 @@ class SimulatedCapacity:
     def describe(self) -> dict[str, object]:
         """Settings that change the result."""
         return {"provider": "SimulatedCapacity", "step_times": self.step_times,
+                "ttft_offsets_ms": self.ttft_offsets_ms,
                 "num_requests": self.num_requests, "seeds": list(self.seeds),
                 "bisection_steps": self.bisection_steps,
                 "batch_utilisation": self.batch_utilisation,
@@ -133,6 +142,10 @@ class SimulatedCapacity:
         if candidate.step_time is not None:
             return dict(candidate.step_time)
         return self.step_times.get(candidate.label(model))
+
+    def ttft_offset_ms(self, model: str, candidate: Candidate) -> float:
+        """The offset given for the candidate's label, else 0."""
+        return self.ttft_offsets_ms.get(candidate.label(model), 0.0)
 
     def replica(self, model: str, candidate: Candidate):  # -> SimReplica | None
         """One simulated replica of ``candidate`` (None when the model does not fit)."""
@@ -179,6 +192,7 @@ class SimulatedCapacity:
         from hgresearch.arrivals import arrival_offsets_ns
 
         replica = self.replica(model, candidate)
+        offset_ms = self.ttft_offset_ms(model, candidate)
         if replica is None or length.tokens - 1 > replica.config.kv_capacity_tokens:
             return ClassCapacity(0.0, 0.0, 0.0, "memory")
         throughput = self.sustained_rps(replica, length)
@@ -191,7 +205,7 @@ class SimulatedCapacity:
 
             def holds(rate: float, unit: np.ndarray = unit) -> bool:
                 ttft, tpot, _ = self._simulate(replica, unit / rate, length)
-                return slo_holds(ttft, tpot, slo)
+                return slo_holds(ttft + offset_ms, tpot, slo)
 
             if holds(throughput):
                 rates.append(throughput)
@@ -228,6 +242,31 @@ def step_times_from_calibrations(fits: Mapping[str, object]) -> dict[str, dict[s
                       "c_decode_s_per_seq": float(coefficients.c_decode_s_per_seq),
                       "c_kv_s_per_token": float(coefficients.c0_s) * ratio}
     return out
+
+
+def ttft_offsets_from_calibrations(fits: Mapping[str, object]) -> dict[str, float]:
+    """The calibrations' constant TTFT offsets (ms) per configuration label (as
+    :func:`step_times_from_calibrations` reads them)."""
+    out = {}
+    for label, fit in fits.items():
+        fit = fit[0] if isinstance(fit, tuple) else fit
+        out[label] = float(fit.coefficients.ttft_offset_s) * 1e3  # type: ignore[attr-defined]
+    return out
+
+
+def replica_settings(problem: PlanProblem, provider: CapacityProvider) -> dict[str, object]:
+    """What a plan must carry from the provider so that its check and its fleet file run the
+    replicas its capacities assumed: keyword arguments of :func:`hgresearch.plan.solve`
+    (``capacity_source``, ``step_times``, ``ttft_offsets_ms``)."""
+    steps, offsets = {}, {}
+    for candidate in problem.candidates:
+        label = candidate.label(problem.model)
+        coefficients = provider.step_time(problem.model, candidate)
+        if coefficients is not None:
+            steps[label] = dict(coefficients)
+        offsets[label] = float(provider.ttft_offset_ms(problem.model, candidate))
+    return {"capacity_source": str(getattr(provider, "source", "")), "step_times": steps,
+            "ttft_offsets_ms": offsets}
 
 
 #: Columns of :func:`capacity_table`.

@@ -6,7 +6,7 @@ the plan writes, :mod:`hgresearch.plan.fleetfile`) behind the plan's class-aware
 each request's traffic class drawn from the class shares, its lengths the class's. For every
 SLO class it reports the achieved TTFT and TPOT percentiles over the seeds (mean, minimum,
 maximum) and whether the SLO holds in every seed; per configuration too, to find where a miss
-comes from.
+comes from. TTFTs include the plan's constant offset per configuration (``ttft_offsets_ms``).
 
 :func:`plan_and_check` solves, checks, and when an SLO class misses, lowers the capacity of
 that class on the configurations that missed it (all that serve it if none alone did) by
@@ -106,7 +106,9 @@ def check_plan(plan: Plan, *, hour: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
         for request, k in zip(requests, classes, strict=True):
             request.request_class = plan.classes[k]
         run = run_fleet(replicas, plan_policy(plan, config_of, hour), requests)
-        ttft = np.array([(r.first_token_s - r.arrival_s) * 1e3 for r in requests])
+        offsets = np.array([plan.ttft_offsets_ms.get(plan.labels[config_of[i]], 0.0)
+                            for i in run.replica_of])
+        ttft = np.array([(r.first_token_s - r.arrival_s) * 1e3 for r in requests]) + offsets
         decode = np.array([r.done_s - r.first_token_s for r in requests])
         tpot = np.where(np.array(outputs) > 1, decode / np.maximum(np.array(outputs) - 1, 1),
                         np.nan) * 1e3
