@@ -264,3 +264,9 @@ def validate(problem: PlanProblem) -> None:
     if problem.carbon.tdp not in set(TdpAssumption):
         raise InputError(f"expected one of {', '.join(TdpAssumption)}, got "
                          f"{problem.carbon.tdp!r}", field="tdp")
+    # Prices and grid before any simulation: a typo fails at once, not after the capacities.
+    from hgresearch.plan.economics import grid_g_per_kwh_by_hour, replica_cost_usd_per_h
+
+    for candidate in problem.candidates:
+        replica_cost_usd_per_h(candidate, problem.prices, problem.carbon.tdp)
+    grid_g_per_kwh_by_hour(problem.carbon, hours)
