@@ -28,6 +28,19 @@ def test_fleet_plan_command(tmp_path: Path) -> None:
     replicas = sim_replicas(load_fleet(out))
     assert replicas and sum(r.num_gpus for r in replicas if r.gpu_name == "H100-PCIe") <= 2
     assert list((tmp_path / "build" / "cache" / "models").glob("plan-capacity-*.pkl"))
+    # the same plan with its live endpoints: a fleet file the bench accepts
+    urls = [f"--base-url={r.num_gpus}x {r.gpu_name}=http://h{i}:8000"
+            for i, r in enumerate(replicas)]
+    live = tmp_path / "live.yaml"
+    again = CliRunner().invoke(app, [
+        "fleet", "plan", "--qps", "20", "--slo", "p99_ttft:500", "--max", "H100-PCIe=2",
+        "--grid", "DE", "--check-seeds", "1", "-o", str(live), *urls,
+        "--build-dir", str(tmp_path / "build")])
+    assert again.exit_code == 0, again.output
+    from hgresearch.sim.fleet import bench_endpoints
+
+    assert [e["base_url"] for e in bench_endpoints(load_fleet(live), "m")] == \
+        [f"http://h{i}:8000" for i in range(len(replicas))]
 
 
 @pytest.mark.parametrize(("args", "message"), [

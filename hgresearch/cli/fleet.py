@@ -62,6 +62,10 @@ def plan(
     output: Annotated[Path | None, output_option("Fleet file (YAML) of the plan, for "
                                                  "'hgresearch sim fleet' and 'bench --fleet'.")]
     = None,
+    base_url: Annotated[list[str] | None, typer.Option(
+        help="Live endpoint of a planned replica, repeatable: 'Nx GPU=URL', one per replica "
+             "of every configuration the plan uses (makes -o a live fleet file for "
+             "'bench --fleet').")] = None,
     build_dir: BuildDir = Path("build"),
 ) -> None:
     """Plan a fleet for one request rate: the plan, its simulated check, and the
@@ -80,7 +84,13 @@ def plan(
         validate,
         write_fleet_file,
     )
-    from hgresearch.plan.options import parse_candidate, parse_caps, parse_length, parse_slo
+    from hgresearch.plan.options import (
+        parse_base_urls,
+        parse_candidate,
+        parse_caps,
+        parse_length,
+        parse_slo,
+    )
     from hgresearch.plan.report import check_table, comparison_table, fleet_table
 
     slo_classes = tuple(parse_slo(text, i) for i, text in enumerate(slo or ["p99_ttft:500"]))
@@ -118,4 +128,5 @@ def plan(
     typer.echo(comparison_table(checked.plan, baselines(problem, capacities, **{
         **kwargs, "capacity_scale": checked.capacity_scale})).to_string(**fmt))
     if output is not None:
-        typer.echo(f"\nwrote {write_fleet_file(checked.plan, output)}")
+        urls = parse_base_urls(base_url, model) if base_url else None
+        typer.echo(f"\nwrote {write_fleet_file(checked.plan, output, base_urls=urls)}")

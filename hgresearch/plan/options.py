@@ -8,6 +8,7 @@
 * ``--candidate 'Nx GPU'``: a configuration (``2x RTX-4090``).
 * ``--max GPU=N`` caps the GPUs of a type (``H100-PCIe=2``); ``--max 'Nx GPU=N'`` caps the
   replicas of one configuration.
+* ``--base-url 'Nx GPU=URL'``: a live endpoint of one replica of that configuration.
 """
 
 from __future__ import annotations
@@ -99,3 +100,15 @@ def parse_caps(texts: list[str], candidates: list[Candidate]
         from dataclasses import replace
         out[matches[0]] = replace(out[matches[0]], max_replicas=cap)
     return out, tuple(gpu_caps)
+
+
+def parse_base_urls(texts: list[str], model: str) -> dict[str, list[str]]:
+    """``--base-url 'Nx GPU=URL'`` (repeatable) as URLs per configuration label, in order."""
+    out: dict[str, list[str]] = {}
+    for text in texts:
+        key, sep, url = text.partition("=")
+        if not sep or not url.strip().startswith(("http://", "https://")):
+            raise InputError(f"expected 'Nx GPU=http://host:port', got {text!r}",
+                             field="--base-url")
+        out.setdefault(parse_candidate(key).label(model), []).append(url.strip())
+    return out
