@@ -37,7 +37,9 @@ def worst_slo_ratio(checked: CheckedPlan) -> float:
 
 def _row(rate: float, name: str, checked: CheckedPlan | InputError) -> dict[str, object]:
     if isinstance(checked, InputError):
-        return {"rate_rps": rate, "plan": name, "fleet": f"infeasible: {checked.reason}",
+        # the reason's first clause: the full message lists every candidate
+        return {"rate_rps": rate, "plan": name,
+                "fleet": f"infeasible: {checked.reason.split(' (')[0]}",
                 "gpus": np.nan, "cost_usd_per_h": np.nan, "cost_usd_per_1m_tok": np.nan,
                 "g_co2_per_1m_tok": np.nan, "rounds": 0, "passed": False,
                 "worst_slo_ratio": np.nan}
