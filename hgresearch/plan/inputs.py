@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hgresearch.errors import InputError
-from hgresearch.keys import config_label
+from hgresearch.keys import config_label, hardware_label
 
 #: Percentiles an SLO may name.
 SLO_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
@@ -94,7 +94,7 @@ class Candidate:
     @property
     def hardware(self) -> str:
         """``Nx GPU``."""
-        return f"{self.num_gpus}x {self.gpu_name}"
+        return hardware_label(self.gpu_name, self.num_gpus)
 
 
 @dataclass(frozen=True)

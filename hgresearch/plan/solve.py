@@ -31,6 +31,7 @@ from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from hgresearch.errors import InputError
+from hgresearch.keys import hardware_label
 from hgresearch.plan.economics import replica_carbon_g_per_h, replica_cost_usd_per_h
 from hgresearch.plan.inputs import Demand, PlanProblem, class_name, validate
 from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
@@ -199,9 +200,9 @@ class Plan:
                     [c.num_gpus for c in self.problem.candidates])[:, None]).sum(axis=0).max())}
 
     def describe(self, hour: int = 0) -> str:
-        """``1x 1x H100-PCIe + 3x 2x RTX-4090``."""
+        """``1x H100-PCIe + 3 x (2x RTX-4090)`` (:func:`hgresearch.keys.hardware_label`)."""
         fleet = self.fleet(hour)
-        return " + ".join(f"{r.replicas}× {r.num_gpus}x {r.gpu_name}"
+        return " + ".join(hardware_label(r.gpu_name, r.num_gpus, r.replicas)
                           for r in fleet.itertuples()) or "(none)"
 
 
