@@ -70,14 +70,14 @@ def cost_carbon_vs_demand(table: pd.DataFrame, title: str) -> plt.Figure:
 
 def pareto(front: pd.DataFrame, baselines: pd.DataFrame, title: str) -> plt.Figure:
     """The cost–carbon Pareto front (USD vs g CO₂e per 1M tokens) with the single-hardware
-    baselines as separate markers."""
+    baselines as separate markers (a baseline without a plan is left out)."""
     apply_style()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     # Only the points are plans; the dotted line just orders them.
     ax.plot(front.g_co2_per_1m_tok, front.cost_usd_per_1m_tok, linestyle=":",
             color=_style("hybrid")["color"], marker="o", markersize=5,
             label="Pareto-optimal plans (ε-constraint)")
-    for row in baselines.itertuples():
+    for row in baselines.dropna(subset=["cost_usd_per_1m_tok"]).itertuples():  # no plan: no point
         style = _style(str(row.plan))
         ax.plot([row.g_co2_per_1m_tok], [row.cost_usd_per_1m_tok], linestyle="none",
                 marker=style["marker"], color=style["color"], markersize=7, label=row.plan)

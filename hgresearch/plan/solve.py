@@ -512,6 +512,12 @@ def pareto_front(problem: PlanProblem, capacities: pd.DataFrame, *, points: int 
     for budget in np.linspace(low, high, points)[1:-1]:
         plans.append(solve(problem, capacities, objective="cost",  # type: ignore[arg-type]
                            carbon_budget_g=float(budget) * (1 + 1e-9), **kwargs))
+    return nondominated(plans)
+
+
+def nondominated(plans: list[Plan]) -> list[Plan]:
+    """The plans no other plan beats on both total cost and total carbon, by carbon (of equal
+    plans, the first)."""
     front: list[Plan] = []
     for plan in sorted(plans, key=lambda p: (float(p.carbon_g_per_h.sum()),
                                              float(p.cost_usd_per_h.sum()))):

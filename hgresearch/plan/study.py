@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
-from hgresearch.plan.check import CheckedPlan, check_plan, plan_and_check
+from hgresearch.plan.check import CheckedPlan, plan_and_check
 from hgresearch.plan.economics import grid_g_per_kwh_by_hour
 from hgresearch.plan.inputs import Demand, PlanProblem
-from hgresearch.plan.solve import Plan, restricted, solve
+from hgresearch.plan.solve import Plan, nondominated, restricted, solve
 
 #: Columns of :func:`compare_at_rates`.
 COMPARISON_COLUMNS = ["rate_rps", "plan", "fleet", "gpus", "cost_usd_per_h",
@@ -111,29 +111,41 @@ def day_table(plan: Plan) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def check_every_hour(plan: Plan, *, seeds: tuple[int, ...] = (0,),
-                     duration_s: float = 20.0) -> pd.DataFrame:
-    """The plan simulated in every hour with demand: per hour and SLO class the achieved
+def hourly_checks(checked: CheckedPlan) -> pd.DataFrame:
+    """The final round's simulated check of every hour: per hour and SLO class the achieved
     percentiles and the verdict."""
-    frames = []
-    for h, rate in enumerate(plan.problem.demand.rate_rps):
-        if rate > 0:
-            result = check_plan(plan, hour=h, seeds=seeds, duration_s=duration_s)
-            frames.append(result.by_class.assign(hour=h, rate_rps=rate))
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat([result.by_class.assign(hour=h, rate_rps=result.rate_rps)
+                      for h, result in checked.checks[-1].items()], ignore_index=True)
 
 
-def pareto_table(front: list[Plan], *, seeds: tuple[int, ...] = (0, 1),
-                 duration_s: float = 30.0) -> pd.DataFrame:
-    """The Pareto front's plans with cost and carbon per 1M tokens, each checked by
-    simulation (``passed``)."""
+def checked_pareto_front(problem: PlanProblem, capacities: pd.DataFrame, *, points: int = 6,
+                         seeds: tuple[int, ...] = (0, 1), duration_s: float = 30.0,
+                         max_rounds: int = 5, **solve_kwargs: object) -> pd.DataFrame:
+    """The cost–carbon Pareto front (ε-constraint, as :func:`hgresearch.plan.solve.
+    pareto_front`) of plans that each passed their simulated check: the cheapest and the
+    lowest-carbon plan and the cheapest under ``points - 2`` carbon budgets between them, each
+    re-planned until its SLOs hold (a budget no passing plan meets is dropped); dominated plans
+    dropped. One row per point, by carbon, with the rounds each took."""
+    def run(**extra: object) -> CheckedPlan:
+        return plan_and_check(problem, capacities, seeds=seeds, duration_s=duration_s,
+                              max_rounds=max_rounds, **solve_kwargs, **extra)  # type: ignore[arg-type]
+
+    checked = [run(objective="cost"), run(objective="carbon")]
+    high = float(checked[0].plan.carbon_g_per_h.sum())
+    low = float(checked[1].plan.carbon_g_per_h.sum())
+    for budget in np.linspace(low, high, points)[1:-1]:
+        try:
+            checked.append(run(objective="cost", carbon_budget_g=float(budget) * (1 + 1e-9)))
+        except InputError:
+            continue  # after re-planning no plan fits this budget
+    passed = [c for c in checked if c.passed]
+    rounds = {id(c.plan): c.rounds for c in passed}
     rows = []
-    for i, plan in enumerate(front):
+    for i, plan in enumerate(nondominated([c.plan for c in passed])):
         totals = plan.totals()
-        passed = all(check_plan(plan, hour=h, seeds=seeds, duration_s=duration_s).passed
-                     for h, rate in enumerate(plan.problem.demand.rate_rps) if rate > 0)
         rows.append({"point": i + 1, "fleet": plan.describe() if plan.hours == 1 else "hourly",
                      "gpus": totals["gpus"], "cost_usd_per_h": totals["cost_usd_per_h"],
                      "cost_usd_per_1m_tok": totals["cost_usd_per_1m_tok"],
-                     "g_co2_per_1m_tok": totals["g_co2_per_1m_tok"], "passed": passed})
+                     "g_co2_per_1m_tok": totals["g_co2_per_1m_tok"],
+                     "rounds": rounds[id(plan)], "passed": True})
     return pd.DataFrame(rows)
