@@ -49,6 +49,7 @@ def test_fleet_plan_command(tmp_path: Path) -> None:
      "field 'caps': demand of 20 req/s exceeds what the candidates serve"),
     (["--grid", "XX"], "unknown grid region 'XX'"),
     (["--prices", "cheap"], "unknown price scenario 'cheap'"),
+    (["--step-times", "fitted"], "field '--step-times': expected roofline or calibrated"),
 ])
 def test_fleet_plan_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(app, ["fleet", "plan", "--qps", "20", "--build-dir",

@@ -13,7 +13,7 @@ import typer
 
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
-from hgresearch.cli.options import BuildDir, output_option
+from hgresearch.cli.options import BuildDir, ReferenceSource, output_option
 
 fleet_app = typer.Typer(help="Plan fleets of GPU configurations (docs/planner.md).",
                         no_args_is_help=True)
@@ -56,6 +56,11 @@ def plan(
     hardware_scenario: Annotated[str, typer.Option(
         help="Embodied carbon: new (charged) or idle_consumer (consumer GPUs' is sunk).")]
     = "new",
+    step_times: Annotated[str, typer.Option(
+        help="Step times of the simulated replicas: roofline (the floor alone: optimistic) or "
+             "calibrated (the simulator's calibration on the reference runs; cached in "
+             "--build-dir, about a minute the first time).")] = "roofline",
+    source: ReferenceSource = None,
     check_seeds: Annotated[int, typer.Option(help="Seeds of the simulated check.")] = 3,
     max_rounds: Annotated[int, typer.Option(help="Re-plan at most this many times when the "
                                             "simulated check misses an SLO.")] = 5,
@@ -70,6 +75,7 @@ def plan(
 ) -> None:
     """Plan a fleet for one request rate: the plan, its simulated check, and the
     single-configuration baselines."""
+    from hgresearch.errors import InputError
     from hgresearch.plan import (
         CarbonSettings,
         Demand,
@@ -105,7 +111,22 @@ def plan(
         carbon=CarbonSettings(grid_region=grid, hardware_scenario=hardware_scenario),
         gpu_caps=gpu_caps)
     validate(problem)
-    provider = SimulatedCapacity()
+    if step_times == "calibrated":
+        from hgresearch.plan.capacity import (
+            step_times_from_calibrations,
+            ttft_offsets_from_calibrations,
+        )
+        from hgresearch.sim.run import calibration_runs, calibrations
+
+        fits = calibrations(calibration_runs(source), build_dir)
+        provider = SimulatedCapacity(step_times_from_calibrations(fits),
+                                     ttft_offsets_ms=ttft_offsets_from_calibrations(fits),
+                                     source="calibrated on the reference runs")
+    elif step_times == "roofline":
+        provider = SimulatedCapacity()
+    else:
+        raise InputError(f"expected roofline or calibrated, got {step_times!r}",
+                         field="--step-times")
     capacities = capacity_table(problem, provider, build_dir=build_dir)
     kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price,
               **replica_settings(problem, provider)}

@@ -25,7 +25,9 @@ def summary_row(name: str, plan: Plan | InputError | None) -> dict[str, object]:
     """One row: the fleet and what it costs and emits (per hour and per 1M tokens); an
     infeasible plan's row carries its reason."""
     if not isinstance(plan, Plan):
-        return {"plan": name, "fleet": f"infeasible: {plan.reason}" if plan else "—",
+        # the reason's first clause: the full message lists every candidate
+        reason = plan.reason.split(" (")[0] if plan else ""
+        return {"plan": name, "fleet": f"infeasible: {reason}" if plan else "—",
                 "gpus": math.nan, "cost_usd_per_h": math.nan, "cost_usd_per_1m_tok": math.nan,
                 "g_co2_per_1m_tok": math.nan}
     totals = plan.totals()
