@@ -156,8 +156,10 @@ FIGURES = {
 
 #: Figures whose inputs take minutes to compute (the simulator's calibrations): checked by
 #: save_figure's own layout check during reproduce (tests/test_reproduce.py); the routing
-#: comparison's figure also on stand-in calibrations (tests/test_sim_study.py).
-CHECKED_IN_REPRODUCE = {"sim_validation", "sim_routing_comparison"}
+#: comparison's figure also on stand-in calibrations (tests/test_sim_study.py), the fleet
+#: planner's figure functions on constructed data (tests/test_plan.py).
+CHECKED_IN_REPRODUCE = {"sim_validation", "sim_routing_comparison", "fleet_cost_carbon_vs_demand",
+                        "fleet_pareto", "fleet_day"}
 
 
 def test_every_committed_figure_is_checked():
