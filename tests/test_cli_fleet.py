@@ -25,7 +25,7 @@ def test_fleet_plan_command(tmp_path: Path) -> None:
     for part in ("plan:", "simulated check", "passed", "H100-PCIe only", "RTX-4090 only",
                  "best single configuration", f"wrote {out}"):
         assert part in result.stdout
-    replicas = sim_replicas(load_fleet(out))
+    replicas = sim_replicas(load_fleet(out), fits={})
     assert replicas and sum(r.num_gpus for r in replicas if r.gpu_name == "H100-PCIe") <= 2
     assert list((tmp_path / "build" / "cache" / "models").glob("plan-capacity-*.pkl"))
     # the same plan with its live endpoints: a fleet file the bench accepts

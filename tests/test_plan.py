@@ -254,7 +254,7 @@ def test_fleet_file_round_trips_into_simulator_and_bench(small_plan, tmp_path) -
     plan = solve(problem, caps)
     path = write_fleet_file(plan, tmp_path / "fleet.yaml")
     fleet = load_fleet(path)
-    replicas = sim_replicas(fleet)
+    replicas = sim_replicas(fleet, fits={})
     expected = [(c.gpu_name, c.num_gpus) for j, c in enumerate(problem.candidates)
                 for _ in range(plan.replicas[j, 0])]
     assert [(r.gpu_name, r.num_gpus) for r in replicas] == expected
@@ -330,30 +330,34 @@ def test_fleet_figures_have_no_layout_problems() -> None:
         assert layout_problems(fig) == []
 
 
-def test_calibrated_coefficients_become_fleet_file_step_times() -> None:
-    """The calibration objects are stand-ins (SimpleNamespace with the attributes the
-    simulator's calibration exposes) so this test does not depend on fitting the reference
-    runs; the provider then runs those coefficients instead of the roofline floor alone."""
-    from types import SimpleNamespace
-
-    from hgresearch.plan.capacity import step_times_from_calibrations
+def test_calibrated_replicas_run_their_calibration_in_capacity_and_check() -> None:
+    """A calibration built from its parts (coefficients chosen, not fitted: fitting the
+    reference runs takes minutes) makes the provider and the plan's check run that replica:
+    its step time, its KV capacity and its request-path delay."""
+    from hgresearch.plan import replica_settings
+    from hgresearch.sim.calibrate import Calibration, StepCoefficients, replica_for
 
     label = f"{MODEL} on 2x RTX-4090"
-    fit = SimpleNamespace(coefficients=SimpleNamespace(c0_s=0.02, c_prefill_s_per_token=2.5e-4,
-                                                       c_decode_s_per_seq=4e-4),
-                          replica=SimpleNamespace(kv_per_weight_byte=0.001))
-    steps = step_times_from_calibrations({label: (fit, None)})
-    assert steps == {label: {"c0_s": 0.02, "c_prefill_s_per_token": 2.5e-4,
-                             "c_decode_s_per_seq": 4e-4, "c_kv_s_per_token": 2e-5}}
+    fit = Calibration(replica=replica_for(MODEL, "RTX-4090", 2),
+                      coefficients=StepCoefficients(c0_s=0.02, c_prefill_s_per_token=2.5e-4,
+                                                    c_decode_s_per_seq=4e-4, ttft_offset_s=0.1),
+                      rel_se=(0.0, 0.0, 0.0), rates_qps=(1.0,), rms_log_error=0.0,
+                      num_simulations=0)
     length, slo = LengthClass("short", 256, 64), SLOClass("chat", ttft_ms=500)
-    fast = SimulatedCapacity(num_requests=100, seeds=(0,), bisection_steps=4)
-    slow = SimulatedCapacity(steps, num_requests=100, seeds=(0,), bisection_steps=4,
-                             source="calibrated")
     candidate = Candidate("RTX-4090", 2)
-    assert slow.step_time(MODEL, candidate) == steps[label]
-    assert slow.replica(MODEL, candidate).step_time_source == "fleet file"
+    fast = SimulatedCapacity(num_requests=100, seeds=(0,), bisection_steps=4)
+    slow = SimulatedCapacity(fits={label: fit}, num_requests=100, seeds=(0,), bisection_steps=4)
+    assert slow.replica(MODEL, candidate).step_time_source == "calibrated"
+    assert slow.ttft_offset_ms(MODEL, candidate) == pytest.approx(100.0)
     assert slow.capacity(MODEL, candidate, length, slo).rate_rps \
         < fast.capacity(MODEL, candidate, length, slo).rate_rps
+    problem = PlanProblem(MODEL, Demand.steady(2.0), (length,), (SLOClass("chat", ttft_ms=500),),
+                          (candidate,))
+    settings = replica_settings(problem, slow)
+    assert settings["fits"] == {label: fit} and settings["step_times"] == {}
+    plan = solve(problem, capacity_table(problem, slow), **settings)
+    result = check_plan(plan, seeds=(0,), duration_s=10.0, min_requests=100)
+    assert result.by_class.p99_ttft_ms.iloc[0] > 100  # the delay is in every TTFT
 
 
 def test_ttft_offset_counts_in_capacity_and_check(small_plan) -> None:

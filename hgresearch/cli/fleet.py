@@ -112,15 +112,9 @@ def plan(
         gpu_caps=gpu_caps)
     validate(problem)
     if step_times == "calibrated":
-        from hgresearch.plan.capacity import (
-            step_times_from_calibrations,
-            ttft_offsets_from_calibrations,
-        )
-        from hgresearch.sim.run import calibration_runs, calibrations
+        from hgresearch.sim.fleet import fleet_calibrations
 
-        fits = calibrations(calibration_runs(source), build_dir)
-        provider = SimulatedCapacity(step_times_from_calibrations(fits),
-                                     ttft_offsets_ms=ttft_offsets_from_calibrations(fits),
+        provider = SimulatedCapacity(fits=fleet_calibrations(build_dir, source),
                                      source="calibrated on the reference runs")
     elif step_times == "roofline":
         provider = SimulatedCapacity()

@@ -97,8 +97,13 @@ class SimulatedCapacity:
     Args:
         step_times: linear step-time coefficients per configuration label
             (``MODEL on Nx GPU``), e.g. calibrated ones; a candidate's own ``step_time`` wins.
+        fits: the simulator's calibrations by configuration label
+            (:func:`hgresearch.sim.run.calibrations`): a configuration with one runs its
+            calibrated step time, KV capacity and request-path delay (as ``hgresearch sim
+            fleet`` does, :func:`hgresearch.sim.fleet.sim_replicas`) unless it has explicit
+            coefficients.
         ttft_offsets_ms: constant ms added to every TTFT per configuration label (time outside
-            engine steps, e.g. a calibration's fitted offset); default 0.
+            engine steps) for replicas without a calibration; default 0.
         num_requests: requests per simulation.
         seeds: seeds of the Poisson arrivals (the interval is over them).
         bisection_steps: halvings of the rate interval.
@@ -108,6 +113,7 @@ class SimulatedCapacity:
     """
 
     def __init__(self, step_times: Mapping[str, Mapping[str, float]] | None = None, *,
+                 fits: Mapping[str, object] | None = None,
                  ttft_offsets_ms: Mapping[str, float] | None = None, num_requests: int = 300,
                  seeds: tuple[int, ...] = (0, 1, 2),
                  bisection_steps: int = 7, batch_utilisation: float = 0.9,
@@ -121,17 +127,21 @@ class SimulatedCapacity:
             raise InputError("expected a fraction in (0, 1]", field="batch_utilisation")
         self.step_times = {k: dict(v) for k, v in (step_times or {}).items()}
         self.ttft_offsets_ms = {k: float(v) for k, v in (ttft_offsets_ms or {}).items()}
+        self.fits = dict(fits or {})
         self.num_requests = num_requests
         self.seeds = tuple(seeds)
         self.bisection_steps = bisection_steps
         self.batch_utilisation = batch_utilisation
         self.min_rate_fraction = min_rate_fraction
-        self.source = source or ("given step-time coefficients" if step_times else ROOFLINE_ONLY)
+        self.source = source or ("calibrated" if fits else "given step-time coefficients"
+                                 if step_times else ROOFLINE_ONLY)
 
     def describe(self) -> dict[str, object]:
         """Settings that change the result."""
         return {"provider": "SimulatedCapacity", "step_times": self.step_times,
                 "ttft_offsets_ms": self.ttft_offsets_ms,
+                "fits": {label: [repr(fit.coefficients), repr(fit.replica.config)]  # type: ignore[attr-defined]
+                         for label, fit in sorted(self.fits.items())},
                 "num_requests": self.num_requests, "seeds": list(self.seeds),
                 "bisection_steps": self.bisection_steps,
                 "batch_utilisation": self.batch_utilisation,
@@ -144,8 +154,12 @@ class SimulatedCapacity:
         return self.step_times.get(candidate.label(model))
 
     def ttft_offset_ms(self, model: str, candidate: Candidate) -> float:
-        """The offset given for the candidate's label, else 0."""
-        return self.ttft_offsets_ms.get(candidate.label(model), 0.0)
+        """The calibration's request-path delay where the candidate runs its calibration, else
+        the offset given for its label, else 0."""
+        label = candidate.label(model)
+        if self.step_time(model, candidate) is None and label in self.fits:
+            return float(self.fits[label].coefficients.ttft_offset_s) * 1e3  # type: ignore[attr-defined]
+        return self.ttft_offsets_ms.get(label, 0.0)
 
     def replica(self, model: str, candidate: Candidate):  # -> SimReplica | None
         """One simulated replica of ``candidate`` (None when the model does not fit)."""
@@ -154,7 +168,7 @@ class SimulatedCapacity:
 
         spec = fleet_spec(model, candidate, 1, self.step_time(model, candidate))
         try:
-            return sim_replicas(Fleet(replicas=[spec]))[0]
+            return sim_replicas(Fleet(replicas=[spec]), fits=self.fits)[0]
         except InputError as err:
             if "no room for KV cache" in err.reason:
                 return None
@@ -225,48 +239,22 @@ class SimulatedCapacity:
                              max(set(limits), key=limits.count))
 
 
-def step_times_from_calibrations(fits: Mapping[str, object]) -> dict[str, dict[str, float]]:
-    """Fleet-file step-time coefficients per configuration label from the simulator's
-    calibrations (label -> a calibration, or a ``(calibration, points)`` pair as
-    ``hgresearch.sim.run.calibrations`` returns): ``c0_s``, ``c_prefill_s_per_token``,
-    ``c_decode_s_per_seq`` as fitted, and ``c_kv_s_per_token = c0 × KV bytes per weight byte``
-    as the calibrated model ties them. (The fit's constant TTFT offset is not a step time and
-    is not carried.)"""
-    out = {}
-    for label, fit in fits.items():
-        fit = fit[0] if isinstance(fit, tuple) else fit
-        coefficients = fit.coefficients  # type: ignore[attr-defined]
-        ratio = float(fit.replica.kv_per_weight_byte)  # type: ignore[attr-defined]
-        out[label] = {"c0_s": float(coefficients.c0_s),
-                      "c_prefill_s_per_token": float(coefficients.c_prefill_s_per_token),
-                      "c_decode_s_per_seq": float(coefficients.c_decode_s_per_seq),
-                      "c_kv_s_per_token": float(coefficients.c0_s) * ratio}
-    return out
-
-
-def ttft_offsets_from_calibrations(fits: Mapping[str, object]) -> dict[str, float]:
-    """The calibrations' constant TTFT offsets (ms) per configuration label (as
-    :func:`step_times_from_calibrations` reads them)."""
-    out = {}
-    for label, fit in fits.items():
-        fit = fit[0] if isinstance(fit, tuple) else fit
-        out[label] = float(fit.coefficients.ttft_offset_s) * 1e3  # type: ignore[attr-defined]
-    return out
-
-
 def replica_settings(problem: PlanProblem, provider: CapacityProvider) -> dict[str, object]:
     """What a plan must carry from the provider so that its check and its fleet file run the
     replicas its capacities assumed: keyword arguments of :func:`hgresearch.plan.solve`
-    (``capacity_source``, ``step_times``, ``ttft_offsets_ms``)."""
-    steps, offsets = {}, {}
+    (``capacity_source``, ``step_times``, ``ttft_offsets_ms``, ``fits``)."""
+    steps, offsets, fits = {}, {}, {}
+    provider_fits = getattr(provider, "fits", {})
     for candidate in problem.candidates:
         label = candidate.label(problem.model)
         coefficients = provider.step_time(problem.model, candidate)
         if coefficients is not None:
             steps[label] = dict(coefficients)
+        elif label in provider_fits:
+            fits[label] = provider_fits[label]
         offsets[label] = float(provider.ttft_offset_ms(problem.model, candidate))
     return {"capacity_source": str(getattr(provider, "source", "")), "step_times": steps,
-            "ttft_offsets_ms": offsets}
+            "ttft_offsets_ms": offsets, "fits": fits}
 
 
 #: Columns of :func:`capacity_table`.
@@ -300,6 +288,8 @@ def capacity_table(problem: PlanProblem, provider: CapacityProvider, *,
                 source = "the candidate's step_time coefficients"
             elif provider.step_time(problem.model, candidate) is not None:
                 source = str(getattr(provider, "source", "given step-time coefficients"))
+            elif candidate.label(problem.model) in getattr(provider, "fits", {}):
+                source = "calibrated"
             else:
                 source = ROOFLINE_ONLY
             for slo, length in problem.class_keys():

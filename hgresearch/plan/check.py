@@ -40,7 +40,7 @@ def plan_replicas(plan: Plan, hour: int = 0) -> tuple[list, list[int]]:
             config_of.append(j)
     if not specs:
         raise InputError(f"hour {hour}: the plan has no replicas", field="hour")
-    return sim_replicas(Fleet(replicas=specs)), config_of
+    return sim_replicas(Fleet(replicas=specs), fits=plan.fits), config_of
 
 
 def plan_policy(plan: Plan, config_of: list[int], hour: int = 0) -> ClassWeightedSplit:
@@ -106,7 +106,8 @@ def check_plan(plan: Plan, *, hour: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
         for request, k in zip(requests, classes, strict=True):
             request.request_class = plan.classes[k]
         run = run_fleet(replicas, plan_policy(plan, config_of, hour), requests)
-        offsets = np.array([plan.ttft_offsets_ms.get(plan.labels[config_of[i]], 0.0)
+        offsets = np.array([replicas[i].ttft_offset_s * 1e3 if replicas[i].ttft_offset_s
+                            else plan.ttft_offsets_ms.get(plan.labels[config_of[i]], 0.0)
                             for i in run.replica_of])
         ttft = np.array([(r.first_token_s - r.arrival_s) * 1e3 for r in requests]) + offsets
         decode = np.array([r.done_s - r.first_token_s for r in requests])

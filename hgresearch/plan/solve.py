@@ -145,6 +145,8 @@ class Plan:
     step_times: dict[str, dict[str, float]] = field(default_factory=dict)
     #: Constant ms added to every TTFT per configuration label (the capacities assumed it).
     ttft_offsets_ms: dict[str, float] = field(default_factory=dict)
+    #: Calibrations the capacities' replicas ran, by configuration label (the check runs them).
+    fits: dict[str, object] = field(default_factory=dict)
 
     @property
     def hours(self) -> int:
@@ -228,9 +230,10 @@ def solve(problem: PlanProblem, capacities: pd.DataFrame, *, objective: str = "c
           cost_budget_usd: float | None = None, capacity_column: str = "low_rps",
           capacity_scale: dict[tuple[str, str], float] | None = None,
           capacity_source: str = "", step_times: dict[str, dict[str, float]] | None = None,
-          ttft_offsets_ms: dict[str, float] | None = None, time_limit_s: float = 60.0) -> Plan:
+          ttft_offsets_ms: dict[str, float] | None = None, fits: dict[str, object] | None = None,
+          time_limit_s: float = 60.0) -> Plan:
     """The optimal plan (see the module docstring); budgets are totals over the hours.
-    ``capacity_source``, ``step_times`` and ``ttft_offsets_ms`` describe the replicas the
+    ``capacity_source``, ``step_times``, ``ttft_offsets_ms`` and ``fits`` describe the replicas the
     capacities assumed (:func:`hgresearch.plan.capacity.replica_settings`); the plan keeps them
     for its check and its fleet file.
 
@@ -246,7 +249,7 @@ def solve(problem: PlanProblem, capacities: pd.DataFrame, *, objective: str = "c
     kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price_usd_per_kg,
               "capacity_column": capacity_column, "capacity_scale": capacity_scale,
               "capacity_source": capacity_source, "step_times": step_times,
-              "ttft_offsets_ms": ttft_offsets_ms, "time_limit_s": time_limit_s}
+              "ttft_offsets_ms": ttft_offsets_ms, "fits": fits, "time_limit_s": time_limit_s}
     if problem.demand.hours > 1 and carbon_budget_g is None and cost_budget_usd is None:
         return _solve_by_hour(problem, capacities, m, started, kwargs)
     _check_servable(problem, m)
@@ -367,7 +370,8 @@ def _plan(problem: PlanProblem, kwargs: dict, m: Matrices, n: np.ndarray,
                 solve_s=time.perf_counter() - started,
                 capacity_source=kwargs["capacity_source"],
                 step_times=dict(kwargs["step_times"] or {}),
-                ttft_offsets_ms=dict(kwargs["ttft_offsets_ms"] or {}))
+                ttft_offsets_ms=dict(kwargs["ttft_offsets_ms"] or {}),
+                fits=dict(kwargs["fits"] or {}))
 
 
 def _check_servable(problem: PlanProblem, m: Matrices) -> None:
