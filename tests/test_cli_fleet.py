@@ -15,12 +15,14 @@ from hgresearch.sim.fleet import load_fleet, sim_replicas
 
 
 def test_fleet_plan_command(tmp_path: Path) -> None:
+    """The issue's command, on the roofline step times (the calibrated default fits every
+    reference configuration first, minutes: see the next test for that path)."""
     out = tmp_path / "fleet.yaml"
     result = CliRunner().invoke(app, [
         "fleet", "plan", "--model", "DeepSeek-R1-Distill-Qwen-14B", "--qps", "20", "--slo",
         "p99_ttft:500", "--objective", "cost", "--max", "H100-PCIe=2", "--prices",
         "alternative", "--grid", "DE", "--check-seeds", "2", "-o", str(out),
-        "--build-dir", str(tmp_path / "build")])
+        "--step-times", "roofline", "--build-dir", str(tmp_path / "build")])
     assert result.exit_code == 0, result.output
     for part in ("plan:", "simulated check", "passed", "H100-PCIe only", "RTX-4090 only",
                  "best single configuration", f"wrote {out}"):
@@ -35,7 +37,7 @@ def test_fleet_plan_command(tmp_path: Path) -> None:
     again = CliRunner().invoke(app, [
         "fleet", "plan", "--qps", "20", "--slo", "p99_ttft:500", "--max", "H100-PCIe=2",
         "--grid", "DE", "--check-seeds", "1", "-o", str(live), *urls,
-        "--build-dir", str(tmp_path / "build")])
+        "--step-times", "roofline", "--build-dir", str(tmp_path / "build")])
     assert again.exit_code == 0, again.output
     from hgresearch.sim.fleet import bench_endpoints
 
@@ -49,7 +51,7 @@ def test_fleet_plan_command(tmp_path: Path) -> None:
      "field 'caps': demand of 20 req/s exceeds what the candidates serve"),
     (["--grid", "XX"], "unknown grid region 'XX'"),
     (["--prices", "cheap"], "unknown price scenario 'cheap'"),
-    (["--step-times", "fitted"], "field '--step-times': expected roofline or calibrated"),
+    (["--step-times", "fitted"], "'fitted' is not one of"),
 ])
 def test_fleet_plan_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(app, ["fleet", "plan", "--qps", "20", "--build-dir",
@@ -72,3 +74,22 @@ def test_option_parsers() -> None:
         parse_caps(["8x RTX-4090=1"], candidates)
     with pytest.raises(InputError, match="NAME=PROMPT:OUTPUT"):
         parse_length("256:128")
+
+
+def test_fleet_plan_uses_the_calibration_by_default(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --step-times the capacities come from the simulator's calibrations. A stand-in
+    that raises proves they are asked for (fitting the real ones takes minutes)."""
+    from hgresearch.sim import fleet as sim_fleet
+
+    asked = []
+
+    def stand_in(build_dir, reference=None):
+        asked.append(build_dir)
+        raise InputError("stand-in calibrations asked for", field="calibration")
+
+    monkeypatch.setattr(sim_fleet, "fleet_calibrations", stand_in)
+    result = CliRunner().invoke(app, ["fleet", "plan", "--qps", "20", "--build-dir",
+                                      str(tmp_path)])
+    assert result.exit_code == 2 and asked == [tmp_path]
+    assert "stand-in calibrations asked for" in result.output

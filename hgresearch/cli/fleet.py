@@ -6,6 +6,7 @@ SLOs, checks it by simulation, compares it with single-hardware fleets and write
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +21,13 @@ fleet_app = typer.Typer(help="Plan fleets of GPU configurations (docs/planner.md
 app.add_typer(fleet_app, name="fleet")
 
 DEFAULT_CANDIDATES = ["1x H100-PCIe", "2x RTX-4090", "4x RTX-4090", "8x RTX-4090"]
+
+
+class StepTimes(StrEnum):
+    """Where the simulated replicas' step times come from."""
+
+    CALIBRATED = "calibrated"
+    ROOFLINE = "roofline"
 
 
 @command(fleet_app, "plan")
@@ -56,10 +64,12 @@ def plan(
     hardware_scenario: Annotated[str, typer.Option(
         help="Embodied carbon: new (charged) or idle_consumer (consumer GPUs' is sunk).")]
     = "new",
-    step_times: Annotated[str, typer.Option(
-        help="Step times of the simulated replicas: roofline (the floor alone: optimistic) or "
-             "calibrated (the simulator's calibration on the reference runs; cached in "
-             "--build-dir, about a minute the first time).")] = "roofline",
+    step_times: Annotated[StepTimes, typer.Option(
+        help="Step times of the simulated replicas: calibrated (the simulator's calibration "
+             "on the reference runs, as notebook 07 fits it; cached in --build-dir: after "
+             "`make reproduce` it is there, else the first call fits it, minutes) or roofline "
+             "(the physical floor alone: optimistic latencies, overstated capacity).")]
+    = StepTimes.CALIBRATED,
     source: ReferenceSource = None,
     check_seeds: Annotated[int, typer.Option(help="Seeds of the simulated check.")] = 3,
     max_rounds: Annotated[int, typer.Option(help="Re-plan at most this many times when the "
@@ -75,7 +85,6 @@ def plan(
 ) -> None:
     """Plan a fleet for one request rate: the plan, its simulated check, and the
     single-configuration baselines."""
-    from hgresearch.errors import InputError
     from hgresearch.plan import (
         CarbonSettings,
         Demand,
@@ -111,16 +120,13 @@ def plan(
         carbon=CarbonSettings(grid_region=grid, hardware_scenario=hardware_scenario),
         gpu_caps=gpu_caps)
     validate(problem)
-    if step_times == "calibrated":
-        from hgresearch.sim.fleet import fleet_calibrations
+    if step_times == StepTimes.CALIBRATED:
+        from hgresearch.sim import fleet as sim_fleet
 
-        provider = SimulatedCapacity(fits=fleet_calibrations(build_dir, source),
+        provider = SimulatedCapacity(fits=sim_fleet.fleet_calibrations(build_dir, source),
                                      source="calibrated on the reference runs")
-    elif step_times == "roofline":
-        provider = SimulatedCapacity()
     else:
-        raise InputError(f"expected roofline or calibrated, got {step_times!r}",
-                         field="--step-times")
+        provider = SimulatedCapacity()
     capacities = capacity_table(problem, provider, build_dir=build_dir)
     kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price,
               **replica_settings(problem, provider)}
