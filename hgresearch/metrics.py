@@ -31,8 +31,12 @@ from hgresearch.errors import InputError
 
 STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99", "p100")
 PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p100": 100}
-#: Schedule-lag p99 above which a run is marked client-limited.
-CLIENT_LIMITED_LAG_MS = 5.0
+#: A request sent more than this many ms after its scheduled time (cap wait excluded) is late.
+LATE_SEND_MS = 5.0
+#: A run is client-limited when more than this share of its requests were sent late ...
+CLIENT_LIMITED_LATE_SHARE = 0.05
+#: ... or when its realised arrival rate fell short of the offered rate by more than this share.
+CLIENT_LIMITED_RATE_SHORTFALL = 0.05
 #: Bootstrap confidence level and which percentiles get intervals.
 CI_LEVEL = 0.95
 CI_STATS = ("p50", "p90", "p99")
@@ -69,6 +73,47 @@ def itl_gaps_ms(requests: pd.DataFrame, per_token: bool = False) -> np.ndarray:
             gaps = np.repeat(gaps / n, n)
         parts.append(gaps)
     return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def send_timing(requests: pd.DataFrame) -> dict[str, float | None]:
+    """How well the client kept the arrival schedule (measured requests only).
+
+    ``late_send_share``: share of requests whose schedule lag exceeds :data:`LATE_SEND_MS`.
+    ``realised_rate_ratio``: realised over offered arrival rate, i.e. per segment the span of
+    scheduled send times over the span of actual send times (cap waits removed: a concurrency
+    cap holds requests back on purpose), summed over segments; below 1 the server saw fewer
+    arrivals per second than asked. None where the run has no schedule (no
+    ``t_scheduled_ns``) or no span (an infinite rate sends everything at once).
+    """
+    lag = requests.schedule_lag_ms.to_numpy(dtype="float64") if len(requests) else np.zeros(0)
+    known = ~np.isnan(lag)
+    out: dict[str, float | None] = {
+        "late_send_share": float((lag[known] > LATE_SEND_MS).mean()) if known.any() else None,
+        "realised_rate_ratio": None}
+    if not known.any():
+        return out
+    timed = requests[known]
+    sent = timed.t_sent_ns.astype("float64") - timed.cap_wait_ns.fillna(0).astype("float64")
+    frame = pd.DataFrame({"segment": timed.segment.fillna(0).to_numpy(), "sent": sent.to_numpy(),
+                          "scheduled": timed.t_scheduled_ns.astype("float64").to_numpy()})
+    spans = frame.groupby("segment").agg(["min", "max"])
+    offered_span = float((spans["scheduled"]["max"] - spans["scheduled"]["min"]).sum())
+    realised_span = float((spans["sent"]["max"] - spans["sent"]["min"]).sum())
+    if offered_span > 0 and realised_span > 0:
+        out["realised_rate_ratio"] = offered_span / realised_span
+    return out
+
+
+def is_client_limited(late_send_share: float | None, realised_rate_ratio: float | None) -> bool:
+    """The one definition of a client-limited run: more than
+    :data:`CLIENT_LIMITED_LATE_SHARE` of its requests were sent late, or its realised arrival
+    rate fell more than :data:`CLIENT_LIMITED_RATE_SHORTFALL` short of the offered rate. One
+    late send in 40 is not enough: it says the worst moment was bad, not that the load the
+    server saw differed from the one asked."""
+    late = late_send_share is not None and late_send_share > CLIENT_LIMITED_LATE_SHARE
+    slow = (realised_rate_ratio is not None
+            and realised_rate_ratio < 1 - CLIENT_LIMITED_RATE_SHORTFALL)
+    return bool(late or slow)
 
 
 def run_duration_s(requests: pd.DataFrame) -> float:
@@ -252,7 +297,8 @@ def summarize(requests: pd.DataFrame, *, goodput_slo_ms: dict[str, float] | None
     out["schedule_lag_p50_ms"] = lag["p50"]
     out["schedule_lag_p99_ms"] = lag["p99"]
     out["schedule_lag_max_ms"] = lag["p100"]
-    out["client_limited"] = bool(lag["p99"] is not None and lag["p99"] > CLIENT_LIMITED_LAG_MS)
+    out.update(send_timing(measured))
+    out["client_limited"] = is_client_limited(out["late_send_share"], out["realised_rate_ratio"])
     errors = measured.error_class.dropna().value_counts().sort_index()
     out["errors"] = {str(k): int(v) for k, v in errors.items()}
     window = steady_window_ns(measured, steady_fraction)

@@ -93,9 +93,10 @@ def compare_clients(runs: pd.DataFrame, ours: str = "hgresearch",
 
 
 def schedule_lag(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run: the client's schedule lag p99 (ms between a request's due time and its send)
-    and the ``client_limited`` flag, from each run folder's ``summary.json`` (hgresearch runs
-    only; others get NaN)."""
+    """Per run: the client's schedule lag p99 (ms between a request's due time and its send),
+    the share of requests sent late, the realised/offered arrival-rate ratio and the
+    ``client_limited`` flag they define (:func:`hgresearch.metrics.is_client_limited`), from
+    each run folder's ``summary.json`` (hgresearch runs only; others get NaN)."""
     rows = []
     for run in runs.itertuples():
         run_dir = str(run.run_dir)
@@ -103,9 +104,15 @@ def schedule_lag(runs: pd.DataFrame) -> pd.DataFrame:
         lag = summary.get("schedule_lag_p99_ms")
         rows.append({"request_rate_qps": run.request_rate_qps, "repeat_index": run.repeat_index,
                      "schedule_lag_p99_ms": math.nan if lag is None else float(lag),
+                     "late_send_share": _nan_if_none(summary.get("late_send_share")),
+                     "realised_rate_ratio": _nan_if_none(summary.get("realised_rate_ratio")),
                      "client_limited": summary.get("client_limited")})
     return pd.DataFrame(rows).sort_values(["request_rate_qps", "repeat_index"]).reset_index(
         drop=True)
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 #: Run columns copied onto every request row by :func:`requests_of_runs`.

@@ -99,16 +99,70 @@ def test_empty_sets_are_missing_not_zero():
     assert all(v is None for v in describe([]).values())
 
 
-def test_schedule_lag_and_client_limited_flag(recorded):
-    """Lag = sent - scheduled; p99 above 5 ms marks the run client-limited."""
-    late = recorded.copy()
-    late["t_sent_ns"] = late.t_scheduled_ns + 8 * MS
+def test_schedule_lag_is_sent_minus_scheduled(recorded):
     table = requests_table([{**r, "t_sent_ns": r["t_scheduled_ns"] + 8 * MS}
-                            for r in late.to_dict("records")])
+                            for r in recorded.to_dict("records")])
     s = summarize(table, bootstrap_reps=0)
     assert s["schedule_lag_p99_ms"] == pytest.approx(8)
+
+
+def _paced(scheduled_ms: list[float], lag_ms: list[float], cap_wait_ms: list[float] | None = None):
+    """Requests scheduled at ``scheduled_ms``, each sent ``lag_ms`` (+ cap wait) later."""
+    waits = cap_wait_ms or [0.0] * len(scheduled_ms)
+    records = []
+    for i, (at, lag, wait) in enumerate(zip(scheduled_ms, lag_ms, waits, strict=True)):
+        sent = at + lag + wait
+        rec = _rec(i, sent, [(sent + 10, 1), (sent + 12, 1), (sent + 14, 1)])
+        rec.update(t_scheduled_ns=int(at * MS), cap_wait_ns=int(wait * MS))
+        records.append(rec)
+    return requests_table(records)
+
+
+def test_one_late_send_in_forty_is_not_client_limited():
+    """The calibration runs' pattern: 1 of 40 sent 30 ms late, the rest on time."""
+    lags = [0.2] * 40
+    lags[17] = 30.0
+    s = summarize(_paced([100.0 * i for i in range(40)], lags), bootstrap_reps=0)
+    assert s["schedule_lag_p99_ms"] > 5  # the old rule (lag p99 > 5 ms) flagged this run
+    assert s["late_send_share"] == pytest.approx(1 / 40)
+    assert s["realised_rate_ratio"] == pytest.approx(1.0)
+    assert s["client_limited"] is False
+
+
+def test_a_fifth_of_sends_late_is_client_limited():
+    lags = [0.2] * 40
+    for i in range(10, 18):
+        lags[i] = 12.0
+    s = summarize(_paced([100.0 * i for i in range(40)], lags), bootstrap_reps=0)
+    assert s["late_send_share"] == pytest.approx(0.2)
+    assert s["realised_rate_ratio"] == pytest.approx(1.0)
     assert s["client_limited"] is True
-    assert summarize(recorded, bootstrap_reps=0)["client_limited"] is False
+
+
+def test_a_realised_rate_short_of_the_offered_one_is_client_limited():
+    """No send is more than 5 ms late, yet the client sends at 1/1.1 of the asked rate."""
+    scheduled = [1.0 * i for i in range(41)]
+    s = summarize(_paced(scheduled, [0.1 * t for t in scheduled]), bootstrap_reps=0)
+    assert s["late_send_share"] == 0.0
+    assert s["realised_rate_ratio"] == pytest.approx(1 / 1.1)
+    assert s["client_limited"] is True
+
+
+def test_concurrency_cap_waits_are_not_lateness():
+    """A request held back by max_concurrency on purpose is neither late nor a slower rate."""
+    scheduled = [100.0 * i for i in range(40)]
+    waits = [0.0] * 30 + [500.0] * 10
+    s = summarize(_paced(scheduled, [0.2] * 40, waits), bootstrap_reps=0)
+    assert s["late_send_share"] == 0.0
+    assert s["realised_rate_ratio"] == pytest.approx(1.0)
+    assert s["client_limited"] is False
+
+
+def test_all_at_once_has_no_rate_to_fall_short_of():
+    """An infinite rate schedules every request at 0: the ratio is undefined (None)."""
+    s = summarize(_paced([0.0] * 10, [0.5] * 10), bootstrap_reps=0)
+    assert s["realised_rate_ratio"] is None
+    assert s["client_limited"] is False
 
 
 def test_bootstrap_is_seeded_and_brackets_the_estimate():

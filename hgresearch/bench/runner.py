@@ -44,6 +44,7 @@ from hgresearch.bench.options import validate_config
 from hgresearch.bench.schedule import DEFAULT_SPIN_NS, PAPER_QPS, arrival_offsets_ns, sleep_until_ns
 from hgresearch.bench.workloads import RequestSpec, build_requests
 from hgresearch.errors import HgResearchError, InputError
+from hgresearch.metrics import LATE_SEND_MS
 from hgresearch.runfolder import (
     BENCH_FILES,
     CONFIG_FILE,
@@ -753,9 +754,12 @@ def _check_outcome(config: BenchConfig, run_dir: Path, summary: dict[str, Any],
     :class:`ServerUnusable` (its files stay); one that failed otherwise is warned about and
     left to the caller (:func:`raise_for_failed_points`)."""
     if summary.get("client_limited"):
-        warnings.warn(f"{run_dir}: schedule lag p99 {summary['schedule_lag_p99_ms']:.2f} ms > "
-                      "5 ms: the client could not keep up; the run is marked client-limited",
-                      stacklevel=3)
+        ratio = summary.get("realised_rate_ratio")
+        warnings.warn(f"{run_dir}: the client could not keep the schedule: "
+                      f"{summary['late_send_share']:.0%} of requests sent more than "
+                      f"{LATE_SEND_MS:g} ms late, realised arrival rate "
+                      f"{'n/a' if ratio is None else f'{ratio:.1%}'} of the offered one; the "
+                      "run is marked client-limited", stacklevel=3)
     if not every_request_failed(summary):
         return
     failed = [r for r in read_records(run_dir / REQUESTS_FILE) if not r.get("warmup")]
