@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from hgresearch.bench.schedule import arrival_offsets_ns, sleep_until_ns
+from hgresearch.bench.schedule import SendGuard, arrival_offsets_ns, sleep_until_ns
 
 
 def test_same_seed_same_schedule_and_first_at_zero():
@@ -51,3 +51,28 @@ def test_sleep_until_is_never_early_and_rarely_late():
     lates = asyncio.run(run())
     assert min(lates) >= 0
     assert float(np.median(lates)) < 1_000_000
+
+
+def test_send_guard_holds_record_work_back_until_a_close_send_happened() -> None:
+    """A finished request's post-processing waits while a send is due within the window and
+    goes on as soon as the send loop reports the send; far from a send it does not wait."""
+    async def scenario() -> list[str]:
+        order: list[str] = []
+        guard = SendGuard(window_ns=50_000_000)
+
+        async def finished_request() -> None:
+            await guard.clear()
+            order.append("record")
+
+        guard.next_send(time.monotonic_ns() + 20_000_000)  # due in 20 ms: inside the window
+        task = asyncio.create_task(finished_request())
+        await asyncio.sleep(0.005)
+        order.append("send")
+        guard.sent()
+        await task
+        guard.next_send(time.monotonic_ns() + 1_000_000_000)  # due in 1 s: far away
+        await asyncio.wait_for(finished_request(), timeout=0.5)
+        guard.sent()
+        return order
+
+    assert asyncio.run(scenario()) == ["send", "record", "record"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,9 +185,14 @@ def _record(spec: RequestSpec, opts: ClientOptions, t_sent: int, t_done: int,
     return rec
 
 
+#: Awaited by a finished request before its record is built (see
+#: :class:`hgresearch.bench.schedule.SendGuard`); None: build it at once.
+RecordGate = Callable[[], Awaitable[None]] | None
+
+
 async def send_request(
     session: aiohttp.ClientSession, opts: ClientOptions, spec: RequestSpec, payload: bytes,
-    headers: dict[str, str], secrets: tuple[str, ...] = (),
+    headers: dict[str, str], secrets: tuple[str, ...] = (), gate: RecordGate = None,
 ) -> dict[str, Any]:
     """Send one streaming request with aiohttp and return its record (never raises for
     request faults). Bytes are only collected with their arrival times while streaming;
@@ -221,13 +227,15 @@ async def send_request(
         raise
     except Exception as err:  # noqa: BLE001 - any other fault is recorded, not raised
         error_class, error = "client_error", f"{type(err).__name__}: {err}"
-    return _record(spec, opts, t_sent, time.monotonic_ns(), status, pieces, error_class,
-                   error, secrets)
+    t_done = time.monotonic_ns()
+    if gate is not None:
+        await gate()
+    return _record(spec, opts, t_sent, t_done, status, pieces, error_class, error, secrets)
 
 
 async def send_request_fast(
     pool: FastPool, opts: ClientOptions, spec: RequestSpec, request: bytes,
-    secrets: tuple[str, ...] = (),
+    secrets: tuple[str, ...] = (), gate: RecordGate = None,
 ) -> dict[str, Any]:
     """Like :func:`send_request`, on :class:`~hgresearch.bench.fasthttp.FastPool` with request
     bytes built before the run (``pool.build_request``)."""
@@ -239,8 +247,11 @@ async def send_request_fast(
     except Exception as err:  # noqa: BLE001 - any other fault is recorded, not raised
         return _record(spec, opts, t_sent, time.monotonic_ns(), None, [], "client_error",
                        f"{type(err).__name__}: {err}", secrets)
-    return _record(spec, opts, t_sent, time.monotonic_ns(), resp.status, resp.pieces,
-                   resp.error_class, resp.error, secrets)
+    t_done = time.monotonic_ns()
+    if gate is not None:
+        await gate()
+    return _record(spec, opts, t_sent, t_done, resp.status, resp.pieces, resp.error_class,
+                   resp.error, secrets)
 
 
 def make_session(pool_size: int, read_bufsize: int = 1 << 20) -> aiohttp.ClientSession:

@@ -33,6 +33,7 @@ from typing import Any
 from hgresearch import __version__
 from hgresearch.bench.client import (
     ClientOptions,
+    RecordGate,
     encode_payload,
     get_json,
     make_session,
@@ -41,7 +42,13 @@ from hgresearch.bench.client import (
 )
 from hgresearch.bench.fasthttp import FastPool
 from hgresearch.bench.options import validate_config
-from hgresearch.bench.schedule import DEFAULT_SPIN_NS, PAPER_QPS, arrival_offsets_ns, sleep_until_ns
+from hgresearch.bench.schedule import (
+    DEFAULT_SPIN_NS,
+    PAPER_QPS,
+    SendGuard,
+    arrival_offsets_ns,
+    sleep_until_ns,
+)
 from hgresearch.bench.workloads import RequestSpec, build_requests
 from hgresearch.errors import HgResearchError, InputError
 from hgresearch.metrics import LATE_SEND_MS
@@ -309,10 +316,11 @@ def _sender(config: BenchConfig, base_url: str, model: str, headers: dict[str, s
         body = encode_payload(spec, opts)
         return fast_pool.build_request(path, body, headers) if fast_pool else body
 
-    async def send(session: Any, spec: RequestSpec, prepared: bytes) -> dict[str, Any]:
+    async def send(session: Any, spec: RequestSpec, prepared: bytes,
+                   gate: RecordGate = None) -> dict[str, Any]:
         if fast_pool is not None:
-            return await send_request_fast(fast_pool, opts, spec, prepared, secrets)
-        return await send_request(session, opts, spec, prepared, headers, secrets)
+            return await send_request_fast(fast_pool, opts, spec, prepared, secrets, gate)
+        return await send_request(session, opts, spec, prepared, headers, secrets, gate)
 
     def close() -> None:
         if fast_pool is not None:
@@ -405,19 +413,31 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
         gc.collect()
         gc.freeze()
         gc.disable()
+        # A finished request builds and writes its record only when no send is due within
+        # milliseconds: that work would otherwise delay the send (schedule lag).
+        guard = SendGuard()
         start_ns = time.monotonic_ns()
 
         async def one(spec: RequestSpec, scheduled_ns: int) -> None:
             t_wait = time.monotonic_ns()
             if sem is not None:
-                async with sem:
-                    cap_wait = time.monotonic_ns() - t_wait
-                    progress.on_sent()
-                    rec = await send(session, spec, payloads[spec.index])
-            else:
-                cap_wait = 0
-                progress.on_sent()
-                rec = await send(session, spec, payloads[spec.index])
+                await sem.acquire()
+            cap_wait = time.monotonic_ns() - t_wait if sem is not None else 0
+            held = sem is not None
+
+            async def gate() -> None:
+                nonlocal held
+                if held:  # the concurrency slot frees when the request finished
+                    held = False
+                    sem.release()
+                await guard.clear()
+
+            progress.on_sent()
+            try:
+                rec = await send(session, spec, payloads[spec.index], gate)
+            finally:
+                if held:
+                    sem.release()
             rec.update(warmup=False, segment=segment, segment_start_ns=start_ns,
                        t_scheduled_ns=scheduled_ns, cap_wait_ns=cap_wait)
             writer.write(rec)
@@ -433,12 +453,24 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             cap_wait = time.monotonic_ns() - t_wait if sem is not None else 0
             k = router.dispatch(route)  # routed when it is sent, on the state at that moment
             progress.on_sent()
+            released = False
+
+            def release() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    router.release(k, route)
+                    if sem is not None:
+                        sem.release()
+
+            async def gate() -> None:
+                release()  # the router sees the request finished when it did, not later
+                await guard.clear()
+
             try:
-                rec = await senders[k].send(session, spec, all_payloads[k][spec.index])
+                rec = await senders[k].send(session, spec, all_payloads[k][spec.index], gate)
             finally:
-                router.release(k, route)
-                if sem is not None:
-                    sem.release()
+                release()
             rec.update(warmup=False, segment=segment, segment_start_ns=start_ns,
                        t_scheduled_ns=scheduled_ns, cap_wait_ns=cap_wait,
                        endpoint=targets[k][0])
@@ -450,10 +482,13 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
         try:
             for spec, offset in todo:
                 scheduled = start_ns + offset
+                guard.next_send(scheduled)
                 await sleep_until_ns(scheduled, config.spin_ns)
                 tasks.append(asyncio.create_task(worker(spec, scheduled)))
+                guard.sent()
             await asyncio.gather(*tasks)
         finally:
+            guard.sent()
             gc.enable()
             gc.unfreeze()
             close_all()

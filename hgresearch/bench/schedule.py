@@ -24,12 +24,16 @@ import time
 
 from hgresearch.arrivals import PAPER_QPS, arrival_offsets_ns
 
-__all__ = ["DEFAULT_SPIN_NS", "PAPER_QPS", "PreciseTimer", "arrival_offsets_ns",
-           "precise_timer", "sleep_until_ns"]
+__all__ = ["DEFAULT_SPIN_NS", "PAPER_QPS", "RECORD_GUARD_NS", "PreciseTimer", "SendGuard",
+           "arrival_offsets_ns", "precise_timer", "sleep_until_ns"]
 
 #: How long before a deadline :func:`sleep_until_ns` stops waiting on the timer thread and
 #: yields to the event loop in a tight loop instead (the last stretch, for microsecond accuracy).
 DEFAULT_SPIN_NS = 250_000
+#: How close to a send the client's own post-processing of a finished request (parsing its
+#: stream, writing its record) is held back: a record of a few hundred tokens takes ~1 ms to
+#: build, which would otherwise delay a send due meanwhile.
+RECORD_GUARD_NS = 2_000_000
 
 
 class PreciseTimer:
@@ -106,3 +110,38 @@ async def sleep_until_ns(deadline_ns: int, spin_ns: int = DEFAULT_SPIN_NS) -> No
         await precise_timer().wait_until(deadline_ns - spin_ns)
     while time.monotonic_ns() < deadline_ns:
         await asyncio.sleep(0)
+
+
+class SendGuard:
+    """Keeps the client's own work out of the moments just before a scheduled send.
+
+    The send loop announces each due time (:meth:`next_send`) before it sleeps and calls
+    :meth:`sent` right after sending; :meth:`clear` (awaited by a finished request before it
+    builds and writes its record) returns at once when the next send is more than
+    ``window_ns`` away, else after that send. Only the event loop's own work is moved: the
+    request's times are taken before it waits.
+    """
+
+    def __init__(self, window_ns: int = RECORD_GUARD_NS) -> None:
+        self.window_ns = window_ns
+        self.next_due_ns: int | None = None
+        self._sent: asyncio.Event | None = None
+
+    def next_send(self, due_ns: int) -> None:
+        """The send loop will send at ``due_ns`` next."""
+        self.next_due_ns = due_ns
+
+    def sent(self) -> None:
+        """The announced send happened (or there is none left): wake the held-back work."""
+        self.next_due_ns = None
+        if self._sent is not None:
+            self._sent.set()
+            self._sent = None
+
+    async def clear(self) -> None:
+        """Return once no send is due within ``window_ns``."""
+        while (self.next_due_ns is not None
+               and self.next_due_ns - time.monotonic_ns() < self.window_ns):
+            if self._sent is None:
+                self._sent = asyncio.Event()
+            await self._sent.wait()
