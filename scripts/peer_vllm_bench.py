@@ -1,6 +1,7 @@
 """Peer comparison: vLLM's own client (`vllm bench serve`) and ours against the same server.
 
-One vLLM-for-CPU server (tiny-llama-cpu, dummy weights); for each QPS point, our client and
+One vLLM-for-CPU server (tiny-llama-cpu, dummy weights, pinned to core 0 like
+sweeps/cpu.yaml); for each QPS point, our client and
 vLLM's run the same workload (random prompts of 128 tokens, 64 output tokens with ignore_eos,
 Poisson arrivals, seed 42, 100 prompts) twice each in the order ours, vLLM, vLLM, ours (ABBA),
 so that drift of the shared machine hits both alike. Raw results go to
@@ -69,9 +70,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "data" / "raw" / "peer-cpu")
     args = parser.parse_args()
     model_dir = synth_model("tiny-llama-cpu", REPO_ROOT / "build" / "models" / "tiny-llama-cpu")
+    # As sweeps/cpu.yaml: the server keeps to core 0 so that either client keeps the other.
     config = ServerConfig(model=str(model_dir.relative_to(REPO_ROOT)),
                           served_model_name="tiny-llama-cpu", dtype="float32",
-                          max_model_len=1024, load_format="dummy", port=free_port())
+                          max_model_len=1024, load_format="dummy", port=free_port(),
+                          cpu_affinity="0", nice=5, env={"OMP_WAIT_POLICY": "PASSIVE"})
     with VLLMServer(config, args.out / "server") as server:
         print(f"server healthy after {server.ready_after_s:.1f} s", flush=True)
         warm_up(server.base_url, config.name, requests=8)
@@ -88,8 +91,9 @@ def main() -> None:
                 print(f"qps={qps_label(qps)} {client}-{tag}: "
                       f"{summary['request_throughput']:.2f} req/s "
                       f"{summary['output_throughput']:.0f} tok/s ttft p50 "
-                      f"{summary['p50_ttft_ms']:.1f} ms p99 {summary['p99_ttft_ms']:.1f} ms",
-                      flush=True)
+                      f"{summary['p50_ttft_ms']:.1f} ms p99 {summary['p99_ttft_ms']:.1f} ms"
+                      + (f", client-limited {summary['client_limited']}" if client == "ours"
+                         else ""), flush=True)
     return None
 
 
