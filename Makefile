@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install reproduce test test-fast lint clean vllm-cpu test-integration sweep-cpu lab
+.PHONY: install reproduce test test-fast lint clean vllm-cpu test-integration sweep-cpu fleet-cpu lab
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ test-integration: $(STAMP) vllm-cpu  ## end-to-end tests against a real vLLM ser
 
 sweep-cpu: $(STAMP) vllm-cpu  ## re-measure the committed CPU sweep (sweeps/cpu.yaml, ~15 min)
 	HGRESEARCH_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/hgresearch sweep sweeps/cpu.yaml --resume
+
+fleet-cpu: $(STAMP) vllm-cpu  ## re-measure the live CPU fleet experiment (sweeps/fleet-cpu.yaml, ~15 min)
+	HGRESEARCH_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/python scripts/fleet_cpu_experiment.py sweeps/fleet-cpu.yaml --resume
 
 lint: $(STAMP)
 	$(BIN)/ruff check hgresearch tests
