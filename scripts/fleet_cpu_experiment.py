@@ -1,8 +1,8 @@
 """Live fleet experiment on vLLM for CPU: two servers of different speed, each alone and both
 behind the bench's router under several policies (the experiment file says which).
 
-    PYTHONPATH=$PWD HGRESEARCH_VLLM_PYTHON=.venv-vllm/bin/python \
-        .venv/bin/python scripts/fleet_cpu_experiment.py sweeps/experiments/fleet-cpu.yaml [--resume]
+    PYTHONPATH=$PWD HGRESEARCH_VLLM_PYTHON=.venv-vllm/bin/python .venv/bin/python \
+        scripts/fleet_cpu_experiment.py sweeps/experiments/fleet-cpu.yaml [--resume]
 
 Both servers are started once (each pinned to its own cores, see the experiment file) and stay
 up for every point; for each rate the points run in the order: each server alone, then the
@@ -110,7 +110,8 @@ def run_point(config: BenchConfig, run_dir: Path, servers: list[VLLMServer],
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("experiment", type=Path, help="experiment file, e.g. sweeps/experiments/fleet-cpu.yaml")
+    parser.add_argument("experiment", type=Path,
+                        help="experiment file, e.g. sweeps/experiments/fleet-cpu.yaml")
     parser.add_argument("--resume", action="store_true", help="skip finished run folders")
     parser.add_argument("--quiet-load", type=float, default=1.0)
     parser.add_argument("--max-wait-s", type=float, default=600.0)
