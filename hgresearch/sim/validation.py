@@ -160,13 +160,25 @@ def goal_misses(table: pd.DataFrame) -> dict[str, float]:
 
 
 def fit_all(runs: pd.DataFrame, *, n_jobs: int = 1) -> dict[str, Calibration]:
-    """Calibrations on all points of every configuration, by label."""
+    """Calibrations on all points of every configuration, by label (a progress bar on a
+    terminal: the first, uncached call takes minutes)."""
+    from tqdm import tqdm
+
     items = configuration_points(runs)
-    if n_jobs > 1:
-        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-            fits = list(pool.map(fit_configuration, [pts for _, pts in items]))
-    else:
-        fits = [fit_configuration(pts) for _, pts in items]
+    bar = tqdm(total=len(items), desc="calibrating the simulator", unit="configuration",
+               disable=None)
+    with bar:
+        if n_jobs > 1:
+            with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+                fits = []
+                for fit in pool.map(fit_configuration, [pts for _, pts in items]):
+                    fits.append(fit)
+                    bar.update()
+        else:
+            fits = []
+            for _, pts in items:
+                fits.append(fit_configuration(pts))
+                bar.update()
     return {label: fit for (label, _), fit in zip(items, fits, strict=True)}
 
 
