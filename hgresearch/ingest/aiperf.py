@@ -35,11 +35,12 @@ from hgresearch.ingest.common import (
     Hardware,
     check_run_values,
     client_date,
+    derived_run_fields,
     fill_latency_stats,
     missing_fields_error,
     number,
+    per_second,
 )
-from hgresearch.metrics import STATS
 from hgresearch.runfolder import REQUEST_COLUMNS
 
 SUMMARY_FILE = "profile_export_aiperf.json"
@@ -112,9 +113,6 @@ def parse_export(document: dict[str, Any], *, file: str, hardware: Hardware | No
     tokens_in = int(num("total_isl.avg", required["total_isl.avg"]))
     tokens_out = int(num("total_osl.avg", required["total_osl.avg"]))
 
-    def per_s(x: float) -> float:
-        return x / duration_s if duration_s > 0 else math.nan
-
     model = str(required["input_config.endpoint.model_names"])
     row: dict[str, Any] = {
         "source_file": file, "source_line": line, "source_format": "aiperf",
@@ -130,19 +128,11 @@ def parse_export(document: dict[str, Any], *, file: str, hardware: Hardware | No
         "max_concurrency": num("input_config.loadgen.concurrency", loadgen.get("concurrency"),
                                allow_none=True),
         "duration_s": duration_s, "completed": completed, "failed": failed,
-        "total_input_tok": tokens_in, "total_output_tok": tokens_out,
-        "total_tok": tokens_in + tokens_out,
-        "request_throughput_rps": per_s(completed),
-        "request_goodput_rps": per_s(num("good_request_count.avg", _get(
-            document, "good_request_count", "avg"), allow_none=True)),
-        "output_throughput_tok_per_s": per_s(tokens_out),
-        "total_token_throughput_tok_per_s": per_s(tokens_in + tokens_out),
-        "energy_j": math.nan, "energy_source": None, "idle_power_w": math.nan,
-        "client_limited": None, "run_dir": None,
+        **derived_run_fields(duration_s, completed, tokens_in, tokens_out),
+        "request_goodput_rps": per_second(num("good_request_count.avg", _get(
+            document, "good_request_count", "avg"), allow_none=True), duration_s),
     }
     for metric in RUN_LATENCY_METRICS:
-        for stat in STATS:
-            row[f"{stat}_{metric}_ms"] = math.nan
         summary = document.get(METRICS[metric])
         for stat, key in _STAT_KEYS.items():
             value = _get(summary, key)

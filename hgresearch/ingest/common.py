@@ -239,3 +239,29 @@ def fill_latency_stats(row: dict[str, Any], samples_ms: Mapping[str, np.ndarray 
 
 def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def per_second(count: float, duration_s: float) -> float:
+    """``count`` per second of the run (NaN for a run without duration)."""
+    return count / duration_s if duration_s > 0 else math.nan
+
+
+def derived_run_fields(duration_s: float, completed: float, tokens_in: int,
+                       tokens_out: int) -> dict[str, Any]:
+    """Runs-table columns a result file without them gets from its totals: token total,
+    throughputs over the run, every latency statistic missing (NaN until the file's own
+    values fill it), and no energy or client-limited information."""
+    fields: dict[str, Any] = {
+        "total_input_tok": tokens_in, "total_output_tok": tokens_out,
+        "total_tok": tokens_in + tokens_out,
+        "request_throughput_rps": per_second(completed, duration_s),
+        "output_throughput_tok_per_s": per_second(tokens_out, duration_s),
+        "total_token_throughput_tok_per_s": per_second(tokens_in + tokens_out, duration_s),
+        "energy_j": math.nan, "energy_source": None, "idle_power_w": math.nan,
+        "client_limited": None, "run_dir": None,
+    }
+    for metric in RUN_LATENCY_METRICS:
+        for stat in STATS:
+            fields[f"{stat}_{metric}_ms"] = math.nan
+    return fields
+

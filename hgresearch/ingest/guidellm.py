@@ -38,15 +38,14 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.ingest.common import (
-    RUN_LATENCY_METRICS,
     Hardware,
     check_run_values,
     client_date,
+    derived_run_fields,
     fill_latency_stats,
     missing_fields_error,
     number,
 )
-from hgresearch.metrics import STATS
 from hgresearch.runfolder import REQUEST_COLUMNS
 
 #: Our latency metric -> (guidellm metric summarized over requests, factor to ms).
@@ -128,9 +127,6 @@ def parse_benchmark(bench: dict[str, Any], document: dict[str, Any], *, file: st
     tokens_out = int(num("metrics.output_token_count.successful.total_sum",
                          required["metrics.output_token_count.successful.total_sum"]))
 
-    def per_s(x: float) -> float:
-        return x / duration_s if duration_s > 0 else math.nan
-
     row: dict[str, Any] = {
         "source_file": file, "source_line": line, "source_format": "guidellm",
         "date": client_date(_get(bench, "scheduler_metrics", "measure_start_time")),
@@ -143,17 +139,9 @@ def parse_benchmark(bench: dict[str, Any], document: dict[str, Any], *, file: st
         "num_prompts": sent, "request_rate_qps": rate, "burstiness": burstiness,
         "max_concurrency": max_concurrency, "duration_s": duration_s,
         "completed": completed, "failed": float(sent - completed),
-        "total_input_tok": tokens_in, "total_output_tok": tokens_out,
-        "total_tok": tokens_in + tokens_out,
-        "request_throughput_rps": per_s(completed), "request_goodput_rps": math.nan,
-        "output_throughput_tok_per_s": per_s(tokens_out),
-        "total_token_throughput_tok_per_s": per_s(tokens_in + tokens_out),
-        "energy_j": math.nan, "energy_source": None, "idle_power_w": math.nan,
-        "client_limited": None, "run_dir": None,
+        **derived_run_fields(duration_s, completed, tokens_in, tokens_out),
+        "request_goodput_rps": math.nan,
     }
-    for metric in RUN_LATENCY_METRICS:
-        for stat in STATS:
-            row[f"{stat}_{metric}_ms"] = math.nan
     for metric, (name, factor) in METRICS.items():
         summary = metrics[name]["successful"]
         for stat, path in _STAT_KEYS.items():
