@@ -219,3 +219,77 @@ def embodied_catalog() -> pd.DataFrame:
             raise InputError(f"expected 'gpu' or 'host_share', got {row.component!r}",
                              file=path, line=int(index) + 2, field="component")
     return table
+
+
+# ---------------------------------------------------------------------------------------------
+# What the AIBC 2025 paper printed (paper_printed/): the other side of the reproduction audit
+# ---------------------------------------------------------------------------------------------
+
+#: Folder of the transcribed printed tables, figure labels and claims (see its README.md).
+PRINTED_DIR = "paper_printed"
+#: Printed numeric columns of each printed table, with their units.
+PRINTED_TABLE2_COLUMNS = {
+    "qps": "QPS", "gpus": "GPUs", "duration_s": "s", "cost_run_usd": "USD",
+    "cost_per_mtok_usd": "USD per 1M tokens", "tps": "tokens/s", "req_s": "requests/s",
+    "ttft_mean_ms": "ms", "ttft_median_ms": "ms", "ttft_p90_ms": "ms", "ttft_p99_ms": "ms"}
+PRINTED_TABLE3_COLUMNS = {
+    "tps": "tokens/s", "tokens_per_h_m": "1e6 tokens per hour", "energy_kwh": "kWh per hour",
+    "tokens_per_kwh_m": "1e6 tokens per kWh", "g_co2_per_mtok": "g CO2 per 1M tokens"}
+PRINTED_FIGURE1_COLUMNS = {"target_qps": "QPS", "printed_cost_per_mtok_usd": "USD per 1M tokens",
+                           "printed_achieved_rps": "requests/s"}
+
+
+def _printed(name: str, keys: dict[str, str], numbers: dict[str, str],
+             complete: list[str]) -> pd.DataFrame:
+    return read_catalog(f"{PRINTED_DIR}/{name}", {**keys, **numbers}, list(numbers),
+                        complete=complete)
+
+
+@functools.cache
+def printed_table2() -> pd.DataFrame:
+    """Table 2 as the paper printed it (``paper_printed/table2.csv``): ``row``, the configuration
+    ``gpus`` x ``gpu`` at ``qps``, and the ten printed values."""
+    return _printed("table2.csv", {"row": "int", "gpu": "str"}, PRINTED_TABLE2_COLUMNS,
+                    ["row", "gpu", *PRINTED_TABLE2_COLUMNS])
+
+
+@functools.cache
+def printed_table3() -> pd.DataFrame:
+    """Table 3 as printed (``paper_printed/table3.csv``): ``config`` (``1xH100-PCIe``) and the
+    five printed values."""
+    return _printed("table3.csv", {"config": "str"}, PRINTED_TABLE3_COLUMNS,
+                    ["config", *PRINTED_TABLE3_COLUMNS])
+
+
+@functools.cache
+def printed_figure1_labels() -> pd.DataFrame:
+    """The readable labels of Figure 1 (``paper_printed/figure1_labels.csv``): ``series`` (a
+    hardware label, ``4 x (2x RTX-4090)`` for replicas), ``target_qps``, the printed cost per
+    1M tokens and, where printed, the achieved request rate."""
+    return _printed("figure1_labels.csv", {"series": "str"}, PRINTED_FIGURE1_COLUMNS,
+                    ["series", "target_qps", "printed_cost_per_mtok_usd"])
+
+
+@functools.cache
+def printed_claims() -> pd.DataFrame:
+    """The paper's headline claims (``paper_printed/claims.csv``): ``id``, ``claim`` (our
+    paraphrase), ``quantity`` asserted and ``where`` it appears."""
+    return read_catalog(f"{PRINTED_DIR}/claims.csv",
+                        {"id": "str", "claim": "str", "quantity": "str", "where": "str"}, [],
+                        complete=["id", "claim", "quantity", "where"])
+
+
+def printed_decimals(name: str) -> pd.DataFrame:
+    """Decimals of every printed number of ``paper_printed/<name>`` (``35.10`` -> 2), as the
+    text shows them: a printed value stands for the interval its last digit rounds, so the
+    audit compares at this precision. Non-numeric cells get -1."""
+    text = pd.read_csv(catalog_path(f"{PRINTED_DIR}/{name}"), dtype=str, keep_default_na=False)
+
+    def places(cell: str) -> int:
+        try:
+            float(cell)
+        except ValueError:
+            return -1
+        return len(cell.split(".")[1]) if "." in cell else 0
+
+    return text.apply(lambda column: column.map(places))
