@@ -375,13 +375,15 @@ def _parse_series(series: str) -> tuple[str, int]:
 
 
 def audit_figure1(runs: pd.DataFrame, model: str = PAPER_MODEL,
-                  scenario: str = "alternative") -> pd.DataFrame:
+                  scenario: str = "alternative", labels: pd.DataFrame | None = None,
+                  decimals: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each printed label of Figure 1 beside the regenerated value of the point it sits on
     (:data:`FIGURE1_COLUMNS`): reproduced, ``mislabel`` (naming the configuration whose value
     it is), ``projection`` (a point no run measured, given by the projection rule) or
-    ``unexplained``."""
-    printed = printed_figure1_labels()
-    decimals = printed_decimals("figure1_labels.csv")
+    ``unexplained``. ``labels`` and their printed ``decimals`` default to the catalog's."""
+    printed = printed_figure1_labels() if labels is None else labels
+    if decimals is None:
+        decimals = printed_decimals("figure1_labels.csv")
     every_run = configuration_runs(runs, model, scenario=scenario, repeat_policy="all")
     points = scaling_points(runs, model, scenario=scenario)
     rows = []

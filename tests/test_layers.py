@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hgresearch"
 #: Analysis modules: they read run folders and tables, never measure.
 ANALYSIS = sorted(
     {f"hgresearch.{name}" for name in ("energy", "carbon", "costs", "metrics", "serving",
-                                       "paper", "tables", "ingest", "runfolder")}
+                                       "paper", "tables", "ingest", "runfolder", "paper_audit")}
     | {f"hgresearch.models.{p.stem}" for p in (PACKAGE / "models").glob("*.py")
        if p.stem not in ("__init__", "cli")}
     | {f"hgresearch.figures.{p.stem}" for p in (PACKAGE / "figures").glob("*.py")
