@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install reproduce test test-fast lint clean vllm-cpu test-integration sweep-cpu fleet-cpu lab
+.PHONY: install reproduce paper test test-fast lint clean vllm-cpu test-integration sweep-cpu fleet-cpu lab
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ install: $(STAMP)  ## create .venv (if missing) and install hgresearch with dev 
 
 reproduce: $(STAMP)  ## regenerate paper/tables and paper/figures from the raw results
 	$(BIN)/hgresearch reproduce
+
+paper: $(STAMP)  ## build paper/build/paper.pdf from paper/paper.typ and paper/tables (after reproduce)
+	$(BIN)/hgresearch paper build
 
 test: $(STAMP)  ## the whole test suite (what CI runs)
 	$(BIN)/python -m pytest -q

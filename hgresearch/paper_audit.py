@@ -125,7 +125,8 @@ TABLE3_RUN_COLUMNS = {
     "energy_kwh": "tdp_kwh_per_h", "tokens_per_kwh_m": "tdp_tok_per_kwh_m",
     "g_co2_per_mtok": "tdp_g_co2_per_1m_tok"}
 #: Rows of the run-level audit tables that name a point and how it was chosen.
-CELL_COLUMNS = ["row", "hardware", "qps", "column", "printed", "regenerated", "difference",
+CELL_COLUMNS = ["row", "hardware", "qps", "column", "printed", "printed_decimals",
+                "regenerated", "difference",
                 "explanation_kind", "explained_by", "explanation", "other_candidates"]
 
 
@@ -241,7 +242,8 @@ def audit_cells(items: list[PrintedRow], columns: dict[str, str],
                     kind, source, others = UNEXPLAINED, "", ""
                     text = "no run of the point, rounding chain or mean gives it"
             rows.append({"row": item.row, "hardware": item.hardware, "qps": item.qps,
-                         "column": column, "printed": printed, "regenerated": value,
+                         "column": column, "printed": printed,
+                         "printed_decimals": decimals, "regenerated": value,
                          "difference": value - printed, "explanation_kind": kind,
                          "explained_by": source, "explanation": text,
                          "other_candidates": others})
@@ -364,8 +366,8 @@ def audit_table3(runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
 # Figure 1
 # ---------------------------------------------------------------------------------------------
 
-FIGURE1_COLUMNS = ["series", "target_qps", "quantity", "printed", "regenerated", "difference",
-                   "explanation_kind", "explanation"]
+FIGURE1_COLUMNS = ["series", "target_qps", "quantity", "printed", "printed_decimals",
+                   "regenerated", "difference", "explanation_kind", "explanation"]
 
 
 def _parse_series(series: str) -> tuple[str, int]:
@@ -430,6 +432,7 @@ def audit_figure1(runs: pd.DataFrame, model: str = PAPER_MODEL,
                                 ["hardware", "request_rate_qps"]).iterrows())
             rows.append({"series": label.series, "target_qps": qps,
                          "quantity": run_column, "printed": value_printed,
+                         "printed_decimals": places,
                          "regenerated": value, "difference": value - value_printed,
                          "explanation_kind": kind, "explanation": text})
     return pd.DataFrame(rows, columns=FIGURE1_COLUMNS)

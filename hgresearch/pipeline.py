@@ -3,7 +3,8 @@
 The notebooks run are those in ``notebooks/`` whose metadata has
 ``{"hgresearch": {"reproduce": true}}``, in file-name order. Each gets the parameters
 ``reference_dir``, ``build_dir`` and ``paper_dir``; executed copies go to
-``<build_dir>/notebooks/``. A failing notebook stops the run and names the notebook, the cell
+``<build_dir>/notebooks/``. After the notebooks, the manuscript is built from the tables
+(``<paper_dir>/build/paper.pdf``). A failing notebook stops the run and names the notebook, the cell
 and the error; its executed copy is kept for inspection. Without a local copy of the reference
 data, ``reproduce`` downloads it first (:func:`hgresearch.reference.find_or_fetch`).
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hgresearch.errors import HgResearchError
+from hgresearch.manuscript import build_paper
 from hgresearch.reference import REPO_ROOT, find_or_fetch
 
 if TYPE_CHECKING:
@@ -76,11 +78,16 @@ def _headline_path(build_dir: Path, name: str) -> Path:
 def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
                   paper_dir: Path = Path("paper"),
                   echo: Callable[[str], None] = print,
-                  notebooks: list[Path] | None = None) -> dict[str, float]:
-    """Execute every reproduce notebook (or ``notebooks``); returns wall seconds per notebook.
+                  notebooks: list[Path] | None = None,
+                  build_manuscript: bool | None = None) -> dict[str, float]:
+    """Execute every reproduce notebook (or ``notebooks``), then build the manuscript from the
+    tables (:func:`hgresearch.manuscript.build_paper`); returns wall seconds per notebook (and
+    ``manuscript``).
 
     Prints the headline numbers the notebooks of this run recorded with
     :func:`write_headline` (a notebook's old numbers are removed before it runs).
+    ``build_manuscript`` defaults to True when every notebook runs (a chosen subset of
+    notebooks may not have written the tables the manuscript reads).
     """
     if notebooks is None and not NOTEBOOK_DIR.is_dir():
         # an installed (non-editable) package has the library but not the notebooks
@@ -91,6 +98,8 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
     paper_dir = Path(paper_dir).resolve()
     parameters = {"reference_dir": str(ref), "build_dir": str(build_dir),
                   "paper_dir": str(paper_dir)}
+    if build_manuscript is None:
+        build_manuscript = notebooks is None
     notebooks = reproduce_notebooks() if notebooks is None else notebooks
     echo(f"reference data: {ref}")
     timings: dict[str, float] = {}
@@ -110,6 +119,10 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
         for key, value in headline.items():
             echo(f"  {key}: {value}")
     echo(f"tables in {paper_dir / 'tables'}, figures in {paper_dir / 'figures'}")
+    if build_manuscript:
+        start = time.perf_counter()
+        echo(f"manuscript: {build_paper(paper_dir)}")
+        timings["manuscript"] = time.perf_counter() - start
     return timings
 
 

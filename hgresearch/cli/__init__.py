@@ -14,6 +14,7 @@ command so ``--help`` is fast.
 | ``energy`` | :mod:`hgresearch.cli.energy` |
 | ``sim run``, ``sim fleet`` | :mod:`hgresearch.cli.sim` |
 | ``fleet plan`` | :mod:`hgresearch.cli.fleet` |
+| ``paper build`` | :mod:`hgresearch.cli.paper` |
 """
 
 from __future__ import annotations
@@ -24,7 +25,17 @@ app = typer.Typer(help="hgresearch: measure, model and reproduce heterogeneous-G
                   "inference studies.", no_args_is_help=True, add_completion=False)
 
 # Each module registers its commands on `app` (imported for that effect).
-from hgresearch.cli import bench, data, energy, fit, fleet, ingest, serve, sim  # noqa: E402, F401
+from hgresearch.cli import (  # noqa: E402, F401
+    bench,
+    data,
+    energy,
+    fit,
+    fleet,
+    ingest,
+    paper,
+    serve,
+    sim,
+)
 
 
 def main() -> None:

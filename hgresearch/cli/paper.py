@@ -1,0 +1,28 @@
+"""``hgresearch paper build``: the manuscript (``paper/paper.typ``) to PDF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hgresearch.cli import app
+from hgresearch.cli.errors import command
+from hgresearch.cli.options import PaperDir, output_option
+
+paper_app = typer.Typer(help="The manuscript: paper/paper.typ built from paper/tables.",
+                        no_args_is_help=True)
+app.add_typer(paper_app, name="paper")
+
+
+@command(paper_app, "build")
+def paper_build(
+    paper_dir: PaperDir = Path("paper"),
+    output: Annotated[Path | None, output_option(
+        "The PDF (default: <paper-dir>/build/paper.pdf).")] = None,
+) -> None:
+    """Compile the manuscript from the tables and figures under --paper-dir (deterministic)."""
+    from hgresearch.manuscript import build_paper
+
+    typer.echo(f"manuscript: {build_paper(paper_dir, output)}")
