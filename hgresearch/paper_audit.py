@@ -451,6 +451,10 @@ USD_TOLERANCE = 0.0005
 ABOUT_HALF = (0.45, 0.55)
 #: Share of rows inside a claimed range for "across typical request rates" to hold.
 RANGE_SHARE = 0.75
+#: Claim C4's tolerated p99 TTFT window (ms); C2's "latency-tolerant" and C6's bound use it.
+C4_WINDOW_MS = (200.0, 500.0)
+#: Claim C3's p99 TTFT bound (ms).
+C3_BOUND_MS = 55.0
 
 CLAIM_COLUMNS = ["id", "claim", "quantity", "configuration", "definition", "regenerated",
                  "verdict", "holds_under", "supporting_rows", "contradicting_rows",
@@ -500,8 +504,11 @@ def _table2_row_numbers() -> dict[tuple[str, float], str]:
 
 
 def _label(hardware: str, qps: float, model: str | None = None) -> str:
-    number = _table2_row_numbers().get((hardware, float(qps))) if model in (None,
-                                                                             PAPER_MODEL) else None
+    """``#6 2x RTX-4090 @ 4 QPS`` for a point of the printed Table 2, else the model's name
+    (when given) before the configuration."""
+    number = None
+    if model in (None, PAPER_MODEL):
+        number = _table2_row_numbers().get((hardware, float(qps)))
     prefix = f"{number} " if number else (f"{model} " if model else "")
     return f"{prefix}{hardware} @ {qps:g} QPS"
 
@@ -606,37 +613,37 @@ def _c1_throughput_at_half_cost(data: ClaimData) -> ClaimEvaluation:
 
 
 def _c2_up_to_75_percent(data: ClaimData) -> ClaimEvaluation:
+    """Primary: the claim in its context (batch: the highest offered load; latency-tolerant:
+    p99 TTFT within claim C4's window); alternative: any load, no latency bound."""
     matched = data.paper_matched
     target = 0.75
 
-    def best(rows: pd.DataFrame, definition: str) -> DefinitionTest:
-        top = rows.loc[[rows.cost_reduction.idxmax()]]
-        value = float(top.cost_reduction.iloc[0])
+    def largest(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows.loc[[rows.cost_reduction.idxmax()]]
+
+    def test(rows: pd.DataFrame, definition: str, best: pd.DataFrame) -> DefinitionTest:
+        value = float(best.cost_reduction.iloc[0])
+        holds = abs(value - target) <= PERCENT_TOLERANCE
+        near = rows[(rows.cost_reduction - target).abs() <= PERCENT_TOLERANCE]
         return DefinitionTest(
-            definition, f"largest reduction {value:.1%} ({top.label.iloc[0]}, p99 TTFT "
-            f"{top.p99_ttft_ms.iloc[0]:.0f} ms)", abs(value - target) <= PERCENT_TOLERANCE,
-            _rows(rows[(rows.cost_reduction - target).abs() <= PERCENT_TOLERANCE],
-                  "cost_reduction", ".1%"), _rows(top, "cost_reduction", ".1%")
-            if abs(value - target) > PERCENT_TOLERANCE else [])
+            definition, f"largest reduction {value:.1%} ({best.label.iloc[0]}, p99 TTFT "
+                        f"{best.p99_ttft_ms.iloc[0]:.0f} ms)", holds,
+            _rows(near, "cost_reduction", ".1%"),
+            [] if holds else _rows(best, "cost_reduction", ".1%"))
 
     batch = matched[matched.qps == matched.qps.max()]
     tolerant = matched[matched.p99_ttft_ms <= C4_WINDOW_MS[1]]
-    context = best(pd.concat([batch, tolerant]),
+    in_context = pd.concat([batch, tolerant])
+    context = test(in_context,
                    f"in its context: batch (highest offered load, {matched.qps.max():g} QPS) or "
-                   f"latency-tolerant (p99 TTFT ≤ {C4_WINDOW_MS[1]:g} ms, claim C4's window)")
-    context.contradicting = (_rows(batch.loc[[batch.cost_reduction.idxmax()]], "cost_reduction",
-                                   ".1%")
-                             + _rows(tolerant.loc[[tolerant.cost_reduction.idxmax()]],
-                                     "cost_reduction", ".1%"))
-    anywhere = best(matched, "any RTX 4090 configuration at matched offered load, no latency "
-                    "bound")
+                   f"latency-tolerant (p99 TTFT ≤ {C4_WINDOW_MS[1]:g} ms, claim C4's window)",
+                   largest(in_context))
+    if not context.holds:  # the best of each context, both short of the claim
+        context.contradicting = (_rows(largest(batch), "cost_reduction", ".1%")
+                                 + _rows(largest(tolerant), "cost_reduction", ".1%"))
+    anywhere = test(matched, "any RTX 4090 configuration at matched offered load, no latency "
+                             "bound", largest(matched))
     return ClaimEvaluation("cheapest RTX 4090 configuration vs 1x H100-PCIe", [context, anywhere])
-
-
-#: Claim C4's tolerated p99 TTFT window (ms).
-C4_WINDOW_MS = (200.0, 500.0)
-#: Claim C3's p99 TTFT bound (ms).
-C3_BOUND_MS = 55.0
 
 
 def _c3_h100_p99(data: ClaimData) -> ClaimEvaluation:
