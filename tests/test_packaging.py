@@ -21,7 +21,9 @@ CHECK = textwrap.dedent("""
     import hgresearch
     from hgresearch import catalogs, reference
     loaders = [catalogs.hardware_catalog, catalogs.price_catalog, catalogs.model_catalog,
-               catalogs.power_model_catalog, catalogs.grid_catalog, catalogs.embodied_catalog]
+               catalogs.power_model_catalog, catalogs.grid_catalog, catalogs.embodied_catalog,
+               catalogs.printed_table2, catalogs.printed_table3, catalogs.printed_figure1_labels,
+               catalogs.printed_claims]
     print(json.dumps({
         "package": hgresearch.__file__,
         "purelib": sysconfig.get_paths()["purelib"],
@@ -74,6 +76,7 @@ def test_wheel_install_finds_catalogs_and_checksums(tmp_path):
     result = json.loads(run(python, "-c", CHECK, cwd=tmp_path).strip().splitlines()[-1])
     assert Path(result["package"]).is_relative_to(purelib), result["package"]
     assert all(rows > 0 for rows in result["rows"]), result["rows"]
+    assert result["rows"][-4:] == [20, 2, 2, 10]  # what the paper printed (paper_printed/)
     assert result["checksums"] == 120
     # an installed package keeps its download cache out of site-packages
     assert not Path(result["cache_dir"]).is_relative_to(purelib), result["cache_dir"]
