@@ -182,3 +182,22 @@ def test_known_claim_verdicts(claims):
     assert "16 QPS" in claims.loc["C3", "holds_under"]
     assert claims.loc["C9", "verdict"] == audit.VERDICT_NOT_TESTABLE
     assert set(claims.verdict) <= set(audit.VERDICTS)
+
+
+def test_a_typo_in_the_printed_catalog_names_file_line_and_field(tmp_path, monkeypatch):
+    from hgresearch import catalogs
+    from hgresearch.errors import InputError
+
+    folder = tmp_path / catalogs.PRINTED_DIR
+    folder.mkdir()
+    text = (catalogs.CATALOG_DIR / catalogs.PRINTED_DIR / "table3.csv").read_text()
+    (folder / "table3.csv").write_text(text.replace("15.4", "15.4x", 1))
+    monkeypatch.setattr(catalogs, "CATALOG_DIR", tmp_path)
+    catalogs.printed_table3.cache_clear()
+    try:
+        with pytest.raises(InputError) as err:
+            catalogs.printed_table3()
+    finally:
+        catalogs.printed_table3.cache_clear()
+    assert err.value.file.endswith("table3.csv") and err.value.line == 2
+    assert err.value.field == "tokens_per_kwh_m"
