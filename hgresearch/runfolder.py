@@ -330,6 +330,42 @@ def write_error(run_dir: str | Path, error: dict[str, Any]) -> Path:
     return _write_json(run_dir / ERROR_FILE, error)
 
 
+def pack_run_folder(run_dir: str | Path) -> dict[str, bytes]:
+    """Every file of a run folder (``relative path -> content``): what a sweep's remote task
+    sends back to the driver (a run folder is small: records, summary, config, telemetry,
+    server log)."""
+    run_dir = Path(run_dir)
+    return {path.relative_to(run_dir).as_posix(): path.read_bytes()
+            for path in sorted(run_dir.rglob("*")) if path.is_file()}
+
+
+def install_run_folder(run_dir: str | Path, files: dict[str, bytes]) -> Path:
+    """Write a packed run folder (:func:`pack_run_folder`) to ``run_dir`` atomically: into a
+    temporary sibling folder first, then renamed into place, replacing an unfinished folder of
+    an earlier attempt; a reader never sees half a run (``summary.json`` without records)."""
+    import shutil
+    import tempfile
+
+    run_dir = Path(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.", dir=run_dir.parent))
+    try:
+        for name, content in files.items():
+            target = staging / name
+            if target.resolve().parent != staging.resolve() and \
+                    staging.resolve() not in target.resolve().parents:
+                raise InputError("file name leaves the run folder", field=name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        os.rename(staging, run_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return run_dir
+
+
 # ---------------------------------------------------------------------------------------------
 # Finding run folders
 # ---------------------------------------------------------------------------------------------

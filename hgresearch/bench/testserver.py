@@ -1,16 +1,17 @@
 """A local OpenAI-compatible streaming server for tests and client benchmarks (a TEST DOUBLE).
 
-It stands in for vLLM where no GPU exists: it streams ``max_tokens`` tokens (``ignore_eos``
-semantics) with a configured time to first token and inter-event delay, optionally several
-tokens per event, answers ``/v1/models`` and ``/version``, honours
-``stream_options.include_usage`` / ``continuous_usage_stats``, and injects faults at given
-rates: HTTP 500, hangs past the client's timeout, disconnects mid-stream, malformed SSE lines,
-streams cut before ``[DONE]``, and short outputs. It can also behave like servers that cannot
-work: a wrong API key (401, as vLLM's ``--api-key``), an unknown model name (404 with vLLM's
-message, ``strict_model``), an unknown route (404), or never answering (``silent``). Event
-times are absolute from the request's arrival (precise sleeping), and each event carries the
-server's send time (``server_t_ns``, same monotonic clock) so client timing bias can be
-measured. Real-server runs are elsewhere.
+It stands in for vLLM where no GPU exists (also as a sweep's ``engine: mock`` server): it
+streams ``max_tokens`` tokens (``ignore_eos`` semantics) with a configured time to first token
+and inter-event delay, optionally several tokens per event, answers a request without
+``"stream": true`` with one JSON completion, answers ``/v1/models``, ``/version`` and
+``/health``, honours ``stream_options.include_usage`` / ``continuous_usage_stats``, and injects
+faults at given rates: HTTP 500, hangs past the client's timeout, disconnects mid-stream,
+malformed SSE lines, streams cut before ``[DONE]``, and short outputs. It can also behave like
+servers that cannot work: a wrong API key (401, as vLLM's ``--api-key``), an unknown model name
+(404 with vLLM's message, ``strict_model``), an unknown route (404), or never answering
+(``silent``). Event times are absolute from the request's arrival (precise sleeping), and each
+event carries the server's send time (``server_t_ns``, same monotonic clock) so client timing
+bias can be measured. Real-server runs are elsewhere.
 
 Run it alone: ``python -m hgresearch.bench.testserver --port 8000 --ttft-ms 20 --itl-ms 5``.
 """
@@ -188,6 +189,9 @@ class _Server:
             conn.write_json(200, {"object": "list", "data": [
                 {"id": cfg.model, "object": "model", "owned_by": "hgresearch-testserver"}]})
             return
+        if method == "GET" and path == "/health":
+            conn.write_json(200, {})
+            return
         if method == "GET" and path == "/version":
             conn.write_json(200, {"version": "hgresearch-testserver"})
             return
@@ -221,6 +225,17 @@ class _Server:
             conn.write_json(504, {"error": "hung"})
             return
         n_out = max_tokens if fault != "short" else max(1, max_tokens // 2)
+        if not request.get("stream", False):  # one JSON answer (e.g. a sweep's warm-up)
+            await asyncio.sleep((cfg.ttft_ms + max(n_out - 1, 0) * cfg.itl_ms) / 1e3)
+            text_key = ({"message": {"role": "assistant", "content": " tok" * n_out}} if chat
+                        else {"text": " tok" * n_out})
+            conn.write_json(200, {
+                "id": f"cmpl-{self.count}", "model": cfg.model,
+                "choices": [{"index": 0, **text_key,
+                             "finish_reason": "stop" if fault == "short" else "length"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n_out,
+                          "total_tokens": prompt_tokens + n_out}})
+            return
         conn.write(_STREAM_HEAD)
         rid = f"cmpl-{self.count}"
         kind = "chat.completion.chunk" if chat else "text_completion"

@@ -14,7 +14,15 @@ import typer
 
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
-from hgresearch.cli.options import BuildDir, ReferenceSource, output_option
+from hgresearch.cli.options import (
+    Address,
+    BuildDir,
+    ExecutorOption,
+    ReferenceSource,
+    executor_of,
+    output_option,
+)
+from hgresearch.executors import ExecutorKind
 
 fleet_app = typer.Typer(help="Plan fleets of GPU configurations (docs/planner.md).",
                         no_args_is_help=True)
@@ -82,6 +90,8 @@ def plan(
              "of every configuration the plan uses (makes -o a live fleet file for "
              "'bench --fleet').")] = None,
     build_dir: BuildDir = Path("build"),
+    executor: ExecutorOption = ExecutorKind.LOCAL,
+    address: Address = None,
 ) -> None:
     """Plan a fleet for one request rate: the plan, its simulated check, and the
     single-configuration baselines."""
@@ -120,14 +130,16 @@ def plan(
         carbon=CarbonSettings(grid_region=grid, hardware_scenario=hardware_scenario),
         gpu_caps=gpu_caps)
     validate(problem)
+    runner = executor_of(executor, address)
     if step_times == StepTimes.CALIBRATED:
         from hgresearch.sim import fleet as sim_fleet
 
-        provider = SimulatedCapacity(fits=sim_fleet.fleet_calibrations(build_dir, source),
+        provider = SimulatedCapacity(fits=sim_fleet.fleet_calibrations(build_dir, source,
+                                                                      executor=runner),
                                      source="calibrated on the reference runs")
     else:
         provider = SimulatedCapacity()
-    capacities = capacity_table(problem, provider, build_dir=build_dir)
+    capacities = capacity_table(problem, provider, build_dir=build_dir, executor=runner)
     kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price,
               **replica_settings(problem, provider)}
     checked = plan_and_check(problem, capacities, seeds=tuple(range(check_seeds)),

@@ -6,7 +6,9 @@
 - ``--paper-dir``: where ``tables/`` and ``figures/`` go;
 - ``--skip-bad-lines``: skip malformed input lines (listed in a warning) instead of stopping;
 - ``--resume``: continue a killed run or sweep;
-- ``--seed``: the seed of everything random in the command.
+- ``--seed``: the seed of everything random in the command;
+- ``--executor`` / ``--address``: where independent pieces of work run (local, local worker
+  processes, or a Ray cluster; docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from hgresearch.executors import Executor, ExecutorKind
 
 ReferenceSource = Annotated[Path | None, typer.Option(
     "--from", help="Local copy of the reference results (verified) instead of the lookup "
@@ -32,3 +36,16 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed of everything random in 
 def output_option(help_text: str) -> typer.models.OptionInfo:
     """``-o/--output`` with a command-specific description of what is written there."""
     return typer.Option("-o", "--output", help=help_text)
+ExecutorOption = Annotated[ExecutorKind, typer.Option(
+    "--executor", help="Where the independent pieces of work run: local (this process), "
+                       "process (local worker processes) or ray (tasks on a Ray cluster; "
+                       "pip install 'hgresearch[ray]'; docs/cluster.md).")]
+Address = Annotated[str | None, typer.Option(
+    "--address", help="Ray cluster (--executor ray): 'auto' (started here with `ray start`), "
+                      "ray://HOST:10001, or none: $RAY_ADDRESS (set by `ray job submit`), "
+                      "else a local cluster.")]
+
+
+def executor_of(kind: ExecutorKind, address: str | None) -> Executor:
+    """The :class:`~hgresearch.executors.Executor` of ``--executor`` and ``--address``."""
+    return Executor.parse(kind, address)

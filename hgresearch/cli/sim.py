@@ -14,7 +14,16 @@ import typer
 
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
-from hgresearch.cli.options import BuildDir, ReferenceSource, Seed, output_option
+from hgresearch.cli.options import (
+    Address,
+    BuildDir,
+    ExecutorOption,
+    ReferenceSource,
+    Seed,
+    executor_of,
+    output_option,
+)
+from hgresearch.executors import ExecutorKind
 from hgresearch.routing import Policy
 
 sim_app = typer.Typer(help="Simulate vLLM replicas and fleets (docs/simulator.md).",
@@ -101,6 +110,8 @@ def sim_run(
     output: Annotated[Path | None, output_option(
         "Also write a run-like folder (requests, summary, config; source = simulated).")]
     = None,
+    executor: ExecutorOption = ExecutorKind.PROCESS,
+    address: Address = None,
 ) -> None:
     """Simulate one run of a configuration calibrated on its measured runs; print its summary
     (the keys of a measured run's summary.json) as JSON."""
@@ -114,10 +125,55 @@ def sim_run(
     from hgresearch.sim.validation import configuration_points
 
     runs = calibration_runs(reference)
-    fit = calibration_for(config, calibrations(runs, build_dir, n_jobs=2))
+    fit = calibration_for(config, calibrations(runs, build_dir, n_jobs=2,
+                                              executor=executor_of(executor, address)))
     points = dict(configuration_points(runs))[config]
     run = simulate_run(fit, points, qps, num_prompts, length_seed=seed)
     typer.echo(json.dumps(run.summary, indent=1, default=str))
     if output is not None:
         write_run_folder(run, output)
         typer.echo(f"simulated run -> {output}", err=True)
+
+
+@command(sim_app, "validate")
+def validate(
+    runs_dir: Annotated[list[Path] | None, typer.Argument(
+        help="Run folders or result files to validate on (default: the calibration runs: "
+             "the reference data and data/raw/cpu-tiny).")] = None,
+    config: Annotated[list[str] | None, typer.Option(
+        "--config", help="Only this configuration label, repeatable (default: all).")] = None,
+    reference: ReferenceSource = None,
+    executor: ExecutorOption = ExecutorKind.PROCESS,
+    address: Address = None,
+    output: Annotated[Path | None, output_option(
+        "Also write the per-point errors (CSV).")] = None,
+) -> None:
+    """Leave-one-QPS-out validation of the simulator: per configuration, each rate is held
+    out, the rest calibrate, the held-out rate is simulated; prints the MAPE table (%).
+    Configurations run on --executor (the same table on each)."""
+    from hgresearch.errors import InputError
+    from hgresearch.keys import config_label
+    from hgresearch.sim.run import calibration_runs
+    from hgresearch.sim.validation import leave_one_qps_out, validation_table
+
+    if runs_dir:
+        from hgresearch.ingest import read_runs
+
+        runs = read_runs(runs_dir)
+    else:
+        runs = calibration_runs(reference)
+    if config:
+        labels = runs.apply(config_label, axis=1)
+        unknown = sorted(set(config) - set(labels))
+        if unknown:
+            raise InputError(f"unknown configuration(s) {unknown}; known: "
+                             f"{sorted(set(labels))}", field="config")
+        runs = runs[labels.isin(config)]
+    points = leave_one_qps_out(runs, executor=executor_of(executor, address))
+    if points.empty:
+        raise InputError("no configuration with three or more offered rates to validate")
+    table = validation_table(points)
+    typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    if output is not None:
+        points.to_csv(output, index=False)
+        typer.echo(f"per-point errors -> {output}", err=True)

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
+from hgresearch.executors import Executor
 from hgresearch.plan.inputs import Candidate, LengthClass, PlanProblem, SLOClass, class_name
 
 #: A throughput burst holds at least this many full batches of ``max_num_seqs`` requests.
@@ -274,34 +275,43 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
+def _candidate_rows(task: tuple[PlanProblem, CapacityProvider, Candidate]
+                    ) -> list[dict[str, object]]:
+    """The capacity rows of one candidate (one capacity search per traffic class)."""
+    problem, provider, candidate = task
+    if candidate.step_time is not None:
+        source = "the candidate's step_time coefficients"
+    elif provider.step_time(problem.model, candidate) is not None:
+        source = str(getattr(provider, "source", "given step-time coefficients"))
+    elif candidate.label(problem.model) in getattr(provider, "fits", {}):
+        source = "calibrated"
+    else:
+        source = ROOFLINE_ONLY
+    rows = []
+    for slo, length in problem.class_keys():
+        cap = provider.capacity(problem.model, candidate, length, slo)
+        rows.append({"config": candidate.label(problem.model),
+                     "gpu_name": candidate.gpu_name, "num_gpus": candidate.num_gpus,
+                     "class": class_name(slo, length), "slo_class": slo.name,
+                     "length_class": length.name, "rate_rps": cap.rate_rps,
+                     "low_rps": cap.low_rps, "high_rps": cap.high_rps,
+                     "limited_by": cap.limited_by, "step_time_source": source})
+    return rows
+
+
 def capacity_table(problem: PlanProblem, provider: CapacityProvider, *,
-                   build_dir: str | Path | None = None) -> pd.DataFrame:
+                   build_dir: str | Path | None = None,
+                   executor: Executor | None = None) -> pd.DataFrame:
     """Capacity of one replica of every candidate for every traffic class (one row each,
     :data:`CAPACITY_COLUMNS`), cached under ``<build_dir>/cache/models/`` by a hash of the
-    inputs, the provider's settings and the code (``build_dir=None``: no cache)."""
+    inputs, the provider's settings and the code (``build_dir=None``: no cache). ``executor``
+    (default: in this process) runs the candidates' searches; the table is the same."""
     from hgresearch.models.cache import cached
 
     def compute() -> pd.DataFrame:
-        rows = []
-        for candidate in problem.candidates:
-            if candidate.step_time is not None:
-                source = "the candidate's step_time coefficients"
-            elif provider.step_time(problem.model, candidate) is not None:
-                source = str(getattr(provider, "source", "given step-time coefficients"))
-            elif candidate.label(problem.model) in getattr(provider, "fits", {}):
-                source = "calibrated"
-            else:
-                source = ROOFLINE_ONLY
-            for slo, length in problem.class_keys():
-                cap = provider.capacity(problem.model, candidate, length, slo)
-                rows.append({"config": candidate.label(problem.model),
-                             "gpu_name": candidate.gpu_name, "num_gpus": candidate.num_gpus,
-                             "class": class_name(slo, length), "slo_class": slo.name,
-                             "length_class": length.name, "rate_rps": cap.rate_rps,
-                             "low_rps": cap.low_rps, "high_rps": cap.high_rps,
-                             "limited_by": cap.limited_by,
-                             "step_time_source": source})
-        return pd.DataFrame(rows, columns=CAPACITY_COLUMNS)
+        parts = (executor or Executor()).map(
+            _candidate_rows, [(problem, provider, c) for c in problem.candidates])
+        return pd.DataFrame([row for part in parts for row in part], columns=CAPACITY_COLUMNS)
 
     params = {"model": problem.model, "candidates": [repr(c) for c in problem.candidates],
               "classes": [repr(k) for k in problem.class_keys()],

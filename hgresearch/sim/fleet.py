@@ -29,6 +29,7 @@ import pandas as pd
 import yaml
 
 from hgresearch.errors import InputError
+from hgresearch.executors import Executor
 from hgresearch.keys import config_label
 from hgresearch.routing import ReplicaState, Router, RoutingPolicy
 from hgresearch.sim.calibrate import Calibration
@@ -296,14 +297,16 @@ def default_capacity_weight(step_model: StepTimeModel) -> float:
 
 
 def fleet_calibrations(build_dir: str | Path | None = "build",
-                       reference: str | Path | None = None) -> dict[str, Calibration]:
+                       reference: str | Path | None = None, *,
+                       executor: Executor | None = None) -> dict[str, Calibration]:
     """Every calibrated configuration (``label -> calibration``): the configurations of the
     reference data and ``data/raw/cpu-tiny`` calibrated on all their rates
     (:func:`hgresearch.sim.run.calibrations`), cached under ``<build_dir>/cache/models`` — the
-    first call fits every configuration and takes minutes."""
+    first call fits every configuration and takes minutes (on ``executor``: default two
+    processes)."""
     from hgresearch.sim.run import calibration_runs, calibrations
 
-    return calibrations(calibration_runs(reference), build_dir, n_jobs=2)
+    return calibrations(calibration_runs(reference), build_dir, n_jobs=2, executor=executor)
 
 
 def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hgresearch.executors import Executor
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.run import calibrations
 from hgresearch.sim.slo import measured_agreement, slo_capacity_table
@@ -41,19 +42,20 @@ class SimReport:
 
 
 def analyse(runs: pd.DataFrame, *, build_dir: str | Path | None = None,
-            n_jobs: int = 2) -> SimReport:
+            n_jobs: int = 2, executor: Executor | None = None) -> SimReport:
     """Leave-one-QPS-out validation, calibrations on all points, SLO capacities and their
-    agreement with the measured points; cached in ``<build_dir>/cache/models``."""
+    agreement with the measured points; cached in ``<build_dir>/cache/models``. ``executor``
+    (default: ``n_jobs`` processes) runs the folds and fits (results identical)."""
     from hgresearch.models.cache import cached
     from hgresearch.models.uncertainty import run_to_run_spread
 
     def compute() -> SimReport:
         seconds = {}
         start = time.perf_counter()
-        points = leave_one_qps_out(runs, n_jobs=n_jobs)
+        points = leave_one_qps_out(runs, n_jobs=n_jobs, executor=executor)
         seconds["validation"] = time.perf_counter() - start
         start = time.perf_counter()
-        fits = calibrations(runs, build_dir, n_jobs=n_jobs)
+        fits = calibrations(runs, build_dir, n_jobs=n_jobs, executor=executor)
         seconds["calibration"] = time.perf_counter() - start
         measured = dict(configuration_points(runs))
         start = time.perf_counter()

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
+from hgresearch.executors import Executor
 from hgresearch.metrics import summarize
 from hgresearch.reference import REPO_ROOT
 from hgresearch.sim.calibrate import Calibration
@@ -45,14 +46,15 @@ class SimulatedRun:
 
 
 def calibrations(runs: pd.DataFrame, build_dir: str | Path | None = None, *,
-                 n_jobs: int = 1) -> dict[str, Calibration]:
+                 n_jobs: int = 1, executor: Executor | None = None) -> dict[str, Calibration]:
     """``label -> calibration on all its points`` for every configuration of ``runs``,
     cached under ``<build_dir>/cache/models`` by a hash of the runs and the simulator's code
-    (shared by ``hgresearch sim run`` and notebook 07)."""
+    (shared by ``hgresearch sim run`` and notebook 07); ``executor`` (default: ``n_jobs``
+    processes) fits the configurations when the cache has none."""
     from hgresearch.models.cache import cached
 
     return cached(build_dir, "sim_calibrations", runs, {"sim_code": code_digest()},
-                  lambda: fit_all(runs, n_jobs=n_jobs))
+                  lambda: fit_all(runs, n_jobs=n_jobs, executor=executor))
 
 
 def calibration_for(label: str, fits: dict[str, Any]) -> Any:

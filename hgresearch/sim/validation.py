@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
 from hgresearch.catalogs import CATALOG_DIR
+from hgresearch.executors import Executor
 from hgresearch.ingest import select_repeats
 from hgresearch.keys import CONFIG_KEYS, config_label
 from hgresearch.sim.calibrate import (
@@ -104,17 +104,15 @@ def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict]:
     return rows
 
 
-def leave_one_qps_out(runs: pd.DataFrame, *, n_jobs: int = 1) -> pd.DataFrame:
+def leave_one_qps_out(runs: pd.DataFrame, *, n_jobs: int = 1,
+                      executor: Executor | None = None) -> pd.DataFrame:
     """Per held-out point and metric: measured, predicted and the signed error (%).
 
-    Configurations with fewer than three rates are skipped (a fit needs two). ``n_jobs`` > 1
-    spreads configurations over processes (results identical)."""
+    Configurations with fewer than three rates are skipped (a fit needs two). ``executor``
+    (default: ``n_jobs`` > 1 processes, see :meth:`Executor.for_jobs`) runs the
+    configurations (results identical whichever runs them)."""
     items = [(label, pts) for label, pts in configuration_points(runs) if len(pts) >= 3]
-    if n_jobs > 1:
-        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-            parts = list(pool.map(_validate_one, items))
-    else:
-        parts = [_validate_one(item) for item in items]
+    parts = (executor or Executor.for_jobs(n_jobs)).map(_validate_one, items)
     return pd.DataFrame([row for part in parts for row in part])
 
 
@@ -159,26 +157,19 @@ def goal_misses(table: pd.DataFrame) -> dict[str, float]:
             "p90_ttft_mape_pct": float(by.loc["all configurations", "p90_ttft_mape_pct"])}
 
 
-def fit_all(runs: pd.DataFrame, *, n_jobs: int = 1) -> dict[str, Calibration]:
+def fit_all(runs: pd.DataFrame, *, n_jobs: int = 1,
+            executor: Executor | None = None) -> dict[str, Calibration]:
     """Calibrations on all points of every configuration, by label (a progress bar on a
-    terminal: the first, uncached call takes minutes)."""
+    terminal: the first, uncached call takes minutes); ``executor`` as in
+    :func:`leave_one_qps_out`."""
     from tqdm import tqdm
 
     items = configuration_points(runs)
     bar = tqdm(total=len(items), desc="calibrating the simulator", unit="configuration",
                disable=None)
     with bar:
-        if n_jobs > 1:
-            with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-                fits = []
-                for fit in pool.map(fit_configuration, [pts for _, pts in items]):
-                    fits.append(fit)
-                    bar.update()
-        else:
-            fits = []
-            for _, pts in items:
-                fits.append(fit_configuration(pts))
-                bar.update()
+        fits = (executor or Executor.for_jobs(n_jobs)).map(
+            fit_configuration, [pts for _, pts in items], on_result=lambda _: bar.update())
     return {label: fit for (label, _), fit in zip(items, fits, strict=True)}
 
 

@@ -1,0 +1,137 @@
+"""Where independent pieces of work run: in this process, in local worker processes, or as
+tasks on a Ray cluster (docs/cluster.md).
+
+One map-style API serves the simulator's validation folds and calibrations
+(:mod:`hgresearch.sim.validation`), the planner's per-configuration capacity searches
+(:func:`hgresearch.plan.capacity.capacity_table`) and, with resources per task, the sweep
+(:mod:`hgresearch.sweep`)::
+
+    Executor(ExecutorKind.RAY, address="auto").map(fit_configuration, items)
+
+Results come back in the order of the items, whichever executor ran them, so the tables built
+from them are identical. Ray is an optional extra (``pip install 'hgresearch[ray]'``) and is
+imported only when the ``ray`` executor is chosen.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from hgresearch.errors import InputError
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+RAY_INSTALL_HINT = "pip install 'hgresearch[ray]'"
+
+
+class ExecutorKind(StrEnum):
+    """Where the work runs (the ``--executor`` option)."""
+
+    LOCAL = "local"  #: one after another in this process
+    PROCESS = "process"  #: in local worker processes (``max_workers``, default: all cores)
+    RAY = "ray"  #: as tasks on a Ray cluster (``address``; none: a local one)
+
+
+def import_ray() -> Any:
+    """The ``ray`` module; :class:`InputError` (exit 2) saying how to install it when missing."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError(f"the ray executor needs Ray, which is not installed: "
+                         f"{RAY_INSTALL_HINT}", field="executor") from None
+    return ray
+
+
+def connect_ray(address: str | None = None) -> Any:
+    """The ``ray`` module, connected: an already initialised session is reused (tests start a
+    local cluster themselves); else ``ray.init(address)``: ``None`` joins the cluster named by
+    ``$RAY_ADDRESS`` (set inside ``ray job submit``) or starts a local one, ``"auto"`` joins
+    the cluster started on this machine with ``ray start``, ``ray://host:10001`` a remote one.
+    """
+    ray = import_ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=True)
+        except ConnectionError as err:
+            raise InputError(f"cannot reach the Ray cluster at {address!r}: {err}",
+                             field="address") from None
+    return ray
+
+
+@dataclass(frozen=True)
+class Executor:
+    """An executor: its kind, the Ray cluster's address (``ray`` only) and the number of worker
+    processes (``process`` only; None: all cores)."""
+
+    kind: ExecutorKind = ExecutorKind.LOCAL
+    address: str | None = None
+    max_workers: int | None = None
+
+    @classmethod
+    def for_jobs(cls, n_jobs: int) -> Executor:
+        """``local`` for ``n_jobs`` <= 1, else ``process`` with ``n_jobs`` workers (the
+        library's older ``n_jobs`` arguments)."""
+        if n_jobs > 1:
+            return cls(ExecutorKind.PROCESS, max_workers=n_jobs)
+        return cls()
+
+    @classmethod
+    def parse(cls, kind: str | ExecutorKind, address: str | None = None) -> Executor:
+        """From the command line's ``--executor`` and ``--address`` (:class:`InputError`
+        for an unknown kind or an address without ``ray``)."""
+        try:
+            kind = ExecutorKind(kind)
+        except ValueError:
+            raise InputError(f"unknown executor {kind!r}; expected one of "
+                             f"{[k.value for k in ExecutorKind]}", field="executor") from None
+        if address is not None and kind != ExecutorKind.RAY:
+            raise InputError("--address is for --executor ray", field="address")
+        return cls(kind, address)
+
+    def map(self, function: Callable[[Item], Result], items: Iterable[Item], *,
+            on_result: Callable[[Result], None] | None = None) -> list[Result]:
+        """``[function(item) for item in items]``, run by this executor; ``on_result`` is
+        called with each result as it is collected, in order (progress bars). ``function``
+        must be importable by name (module level) for ``process`` and ``ray``."""
+        items = list(items)
+        if self.kind == ExecutorKind.RAY:
+            results = self._map_ray(function, items, on_result)
+        elif self.kind == ExecutorKind.PROCESS and len(items) > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            workers = min(self.max_workers or os.cpu_count() or 1, len(items))
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                results = []
+                for result in pool.map(function, items):
+                    results.append(result)
+                    if on_result is not None:
+                        on_result(result)
+        else:
+            results = []
+            for item in items:
+                results.append(function(item))
+                if on_result is not None:
+                    on_result(results[-1])
+        return results
+
+    def _map_ray(self, function: Callable[[Item], Result], items: list[Item],
+                 on_result: Callable[[Result], None] | None) -> list[Result]:
+        ray = connect_ray(self.address)
+        remote = ray.remote(function)
+        refs = [remote.remote(item) for item in items]
+        results = []
+        try:
+            for ref in refs:
+                results.append(ray.get(ref))
+                if on_result is not None:
+                    on_result(results[-1])
+        except BaseException:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            raise
+        return results
