@@ -15,6 +15,7 @@ imported only when the ``ray`` executor is chosen.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 RAY_INSTALL_HINT = "pip install 'hgresearch[ray]'"
+#: How often a failed task (it raised, its node died, its server failed) is tried again before
+#: it is reported failed (a sweep's ``--retries``).
+DEFAULT_RETRIES = 2
 
 
 class ExecutorKind(StrEnum):
@@ -122,16 +126,27 @@ class Executor:
     def _map_ray(self, function: Callable[[Item], Result], items: list[Item],
                  on_result: Callable[[Result], None] | None) -> list[Result]:
         ray = connect_ray(self.address)
-        remote = ray.remote(function)
-        refs = [remote.remote(item) for item in items]
+        remote = ray.remote(_apply)
+        shared = ray.put(function)  # sent once (a function may carry data, e.g. a partial)
+        refs = [remote.remote(shared, item) for item in items]
         results = []
         try:
             for ref in refs:
-                results.append(ray.get(ref))
+                try:
+                    results.append(ray.get(ref))
+                except ray.exceptions.RayTaskError as err:
+                    # The item's own error (e.g. an InputError: exit 2), as locally.
+                    raise (err.cause or err) from None
                 if on_result is not None:
                     on_result(results[-1])
         except BaseException:
             for ref in refs:
-                ray.cancel(ref, force=True)
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
             raise
         return results
+
+
+def _apply(function: Callable[[Item], Result], item: Item) -> Result:
+    """``function(item)``: the Ray task behind :meth:`Executor.map` (any callable runs)."""
+    return function(item)

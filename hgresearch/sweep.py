@@ -66,7 +66,7 @@ from hgresearch.bench.server import (
     warm_up,
 )
 from hgresearch.errors import InputError
-from hgresearch.executors import Executor, ExecutorKind, connect_ray
+from hgresearch.executors import DEFAULT_RETRIES, Executor, ExecutorKind, connect_ray
 from hgresearch.keys import hardware_label
 from hgresearch.runfolder import (
     ERROR_FILE,
@@ -85,8 +85,6 @@ DEFAULT_MODEL_DIR = Path("build/models")
 #: Sweep records live in a sub-folder: ``read_runs`` takes top-level ``*.jsonl`` for results.
 STATUS_FILE = "_sweep/status.jsonl"
 SWEEP_COPY = "_sweep/sweep.yaml"
-#: How often a server configuration's Ray task is tried again after a failure (``--retries``).
-DEFAULT_RETRIES = 2
 #: Seconds a cancelled Ray task gets to stop its server before its worker is killed.
 CANCEL_GRACE_S = 10.0
 
@@ -323,6 +321,42 @@ def run_points(sweep: Sweep) -> list[RunPoint]:
                            / f"qps{qps_label(qps)}-rep{repeat}")
                 points.append(RunPoint(index, qps, repeat, run_dir))
     return points
+
+
+#: Sizing assumptions (s): a server start (model load, compile, CUDA graphs), the warm-up,
+#: and the time a run needs beyond its arrivals (drain of the last requests, scrapes, writes).
+SERVER_START_S = 300.0
+WARMUP_S = 60.0
+RUN_TAIL_S = 30.0
+
+
+def configuration_durations_s(sweep: Sweep, *, server_start_s: float = SERVER_START_S,
+                              warmup_s: float = WARMUP_S, run_tail_s: float = RUN_TAIL_S
+                              ) -> list[float]:
+    """Estimated wall time (s) of each server configuration of ``sweep``: one server start and
+    warm-up, then per repeat and rate ``num_prompts / qps`` (the arrivals; 0 for ``inf``) plus
+    the run's idle baseline and ``run_tail_s``."""
+    durations = []
+    for entry in sweep.servers:
+        total = server_start_s + (warmup_s if sweep.warmup_requests else 0.0)
+        for qps in sweep.qps:
+            config = bench_config(sweep, entry, qps, "http://sizing")
+            arrivals_s = 0.0 if math.isinf(qps) else config.num_prompts / qps
+            total += sweep.repeats * (arrivals_s + config.idle_baseline_s + run_tail_s)
+        durations.append(total)
+    return durations
+
+
+def makespan_s(durations_s: list[float], nodes: int) -> float:
+    """Wall time (s) of independent jobs on ``nodes`` identical nodes, one job at a time each,
+    longest first to the least loaded node (what a Ray cluster with one configuration's GPUs
+    per node does; within 4/3 of the optimum)."""
+    if nodes < 1:
+        raise InputError(f"expected at least one node, got {nodes}", field="nodes")
+    loads = [0.0] * nodes
+    for duration in sorted(durations_s, reverse=True):
+        loads[loads.index(min(loads))] += duration
+    return max(loads)
 
 
 def bench_config(sweep: Sweep, entry: SweepServer, qps: float, base_url: str) -> Any:

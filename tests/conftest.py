@@ -28,3 +28,17 @@ def reference_dir() -> Path:
 def reference_runs(reference_dir: Path):
     """The runs table of the whole reference set (do not mutate)."""
     return read_runs(reference_dir, relative_to=reference_dir)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster started by the test module (one per module: Ray takes seconds to
+    start): 2 CPUs and custom resources standing for GPU types (``GPU-A``: 2, ``GPU-B``: 1).
+    Ray is the ``[ray]`` extra; CI installs it (a missing Ray fails there, skips elsewhere)."""
+    import os
+
+    ray = __import__("ray") if os.environ.get("CI") else pytest.importorskip("ray")
+    ray.init(num_cpus=2, resources={"GPU-A": 2, "GPU-B": 1}, include_dashboard=False,
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()

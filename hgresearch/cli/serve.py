@@ -12,7 +12,8 @@ import typer
 
 from hgresearch.cli import app
 from hgresearch.cli.errors import INTERRUPTED_EXIT_CODE, command, fail
-from hgresearch.cli.options import Resume, output_option
+from hgresearch.cli.options import Address, ExecutorOption, Resume, executor_of, output_option
+from hgresearch.executors import DEFAULT_RETRIES, ExecutorKind
 
 model_app = typer.Typer(help="Benchmark models (LLM architectures) built offline from the "
                         "architecture catalog.", no_args_is_help=True)
@@ -119,10 +120,28 @@ def sweep(
     dummy_weights: Annotated[bool, typer.Option(
         help="Serve each model as its catalog architecture with random weights (no "
              "download; same speed; outputs are fixed-length anyway).")] = False,
+    executor: ExecutorOption = ExecutorKind.LOCAL,
+    address: Address = None,
+    retries: Annotated[int, typer.Option(
+        help="--executor ray: tries again a configuration whose task failed (raised, node "
+             "died, server failed) this many times before reporting its runs failed.")]
+    = DEFAULT_RETRIES,
+    nodes: Annotated[int, typer.Option(
+        help="--dry-run: also estimate the wall time on this many nodes (docs/cluster.md).")]
+    = 1,
 ) -> None:
-    """Run a sweep: server configurations x QPS values x repeats (see docs/serving.md)."""
+    """Run a sweep: server configurations x QPS values x repeats (see docs/serving.md;
+    on a Ray cluster with --executor ray: docs/cluster.md)."""
     from hgresearch.runfolder import is_finished
-    from hgresearch.sweep import apply_dummy_weights, load_sweep, qps_label, run_points, run_sweep
+    from hgresearch.sweep import (
+        apply_dummy_weights,
+        configuration_durations_s,
+        load_sweep,
+        makespan_s,
+        qps_label,
+        run_points,
+        run_sweep,
+    )
 
     plan = load_sweep(sweep_file)
     if dummy_weights:
@@ -133,11 +152,16 @@ def sweep(
         for point in run_points(plan):
             state = "done" if is_finished(point.run_dir) else "todo"
             typer.echo(f"{state} qps={qps_label(point.qps)} rep={point.repeat} {point.run_dir}")
+        durations = configuration_durations_s(plan)
+        typer.echo(f"estimated wall time: {makespan_s(durations, 1) / 3600:.1f} h on 1 node, "
+                   f"{makespan_s(durations, nodes) / 3600:.1f} h on {nodes} node(s) "
+                   f"({len(durations)} server configurations; see docs/cluster.md)")
         return
     try:
-        statuses = run_sweep(plan, resume=resume, echo=typer.echo)
+        statuses = run_sweep(plan, resume=resume, echo=typer.echo,
+                             executor=executor_of(executor, address), retries=retries)
     except KeyboardInterrupt:
-        raise fail("interrupted; server stopped. Continue with --resume.",
+        raise fail("interrupted; servers stopped. Continue with --resume.",
                    INTERRUPTED_EXIT_CODE) from None
     if any(s["status"] == "failed" for s in statuses):
         raise typer.Exit(1)
