@@ -84,7 +84,7 @@ def test_fleet_plan_uses_the_calibration_by_default(tmp_path: Path,
 
     asked = []
 
-    def stand_in(build_dir, reference=None):
+    def stand_in(build_dir, reference=None, executor=None):
         asked.append(build_dir)
         raise InputError("stand-in calibrations asked for", field="calibration")
 
