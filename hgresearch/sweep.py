@@ -478,21 +478,25 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, echo: Callable[[str], None]
         _refuse_started_runs(points)
     _prepare_out_dir(sweep)
     log = _SweepLog(sweep, len(points), echo)
-    todo: dict[int, list[RunPoint]] = {}
-    for index in range(len(sweep.servers)):
+
+    def pending_of(index: int) -> list[RunPoint]:
+        """The entry's runs to do; the finished ones are noted as skipped."""
         mine = [p for p in points if p.server_index == index]
         pending = [p for p in mine if not (resume and is_finished(p.run_dir))]
         for p in mine:
             if p not in pending:
                 log.note(p, "skipped", 0.0)
-        if pending:
-            todo[index] = pending
+        return pending
+
     with sigterm_as_exit():
         if executor.kind == ExecutorKind.RAY:
-            _run_on_ray(sweep, todo, log, executor, retries)
+            todo = {index: pending_of(index) for index in range(len(sweep.servers))}
+            _run_on_ray(sweep, {i: p for i, p in todo.items() if p}, log, executor, retries)
         else:
-            for index, pending in todo.items():
-                _serve_entry(sweep, sweep.servers[index], pending, log, progress)
+            for index, entry in enumerate(sweep.servers):
+                pending = pending_of(index)
+                if pending:
+                    _serve_entry(sweep, entry, pending, log, progress)
     echo(f"sweep {sweep.name}: {log.count('ok')} ok, {log.count('failed')} failed, "
          f"{log.count('skipped')} skipped; runs in {sweep.out_dir}")
     return log.statuses

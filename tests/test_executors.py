@@ -31,6 +31,16 @@ def test_missing_ray_is_an_input_error_saying_how_to_install(monkeypatch) -> Non
     assert result.exit_code == 2 and RAY_INSTALL_HINT in result.output
 
 
+def test_sim_validate_names_an_unknown_configuration() -> None:
+    from hgresearch.cli import app
+
+    result = CliRunner().invoke(app, ["sim", "validate", str(REPO_ROOT / "data/raw/cpu-tiny"),
+                                      "--config", "nope on 1x CPU", "--executor", "local"])
+    assert result.exit_code == 2
+    assert "unknown configuration" in result.output and "tiny-llama-cpu on 1x CPU" in \
+        result.output
+
+
 def test_parse_refuses_unknown_kinds_and_an_address_without_ray() -> None:
     assert Executor.parse("ray", "auto") == Executor(ExecutorKind.RAY, "auto")
     with pytest.raises(InputError, match="unknown executor"):

@@ -90,7 +90,7 @@ def plan(
              "of every configuration the plan uses (makes -o a live fleet file for "
              "'bench --fleet').")] = None,
     build_dir: BuildDir = Path("build"),
-    executor: ExecutorOption = ExecutorKind.LOCAL,
+    executor: ExecutorOption = ExecutorKind.PROCESS,
     address: Address = None,
 ) -> None:
     """Plan a fleet for one request rate: the plan, its simulated check, and the
