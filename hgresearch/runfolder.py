@@ -352,8 +352,7 @@ def install_run_folder(run_dir: str | Path, files: dict[str, bytes]) -> Path:
     try:
         for name, content in files.items():
             target = staging / name
-            if target.resolve().parent != staging.resolve() and \
-                    staging.resolve() not in target.resolve().parents:
+            if staging.resolve() not in target.resolve().parents:
                 raise InputError("file name leaves the run folder", field=name)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)

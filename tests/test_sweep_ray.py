@@ -112,6 +112,28 @@ def test_sizing_adds_start_warmup_and_arrivals_per_configuration(tmp_path: Path)
     assert makespan_s(durations, 5) == 119.0
 
 
+def test_a_returned_run_folder_is_installed_whole_and_replaces_an_unfinished_one(
+        tmp_path: Path) -> None:
+    from hgresearch.runfolder import install_run_folder, pack_run_folder
+
+    source = tmp_path / "remote" / "qps1-rep0"
+    (source / "sub").mkdir(parents=True)
+    (source / "summary.json").write_text("{}")
+    (source / "sub" / "x.txt").write_bytes(b"\x00data")
+    target = tmp_path / "out" / "qps1-rep0"
+    target.mkdir(parents=True)
+    (target / "requests.jsonl").write_text("partial\n")  # an interrupted earlier attempt
+    install_run_folder(target, pack_run_folder(source))
+    assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*")) == \
+        ["sub", "sub/x.txt", "summary.json"]
+    assert (target / "sub" / "x.txt").read_bytes() == b"\x00data"
+    assert [p.name for p in target.parent.iterdir()] == ["qps1-rep0"]  # no staging left
+    with pytest.raises(InputError, match="leaves the run folder"):
+        install_run_folder(tmp_path / "out" / "other", {"../escape.txt": b""})
+    assert not (tmp_path / "out" / "escape.txt").exists()
+    assert [p.name for p in target.parent.iterdir()] == ["qps1-rep0"]
+
+
 def test_a_sweep_refuses_the_process_executor(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="local or the ray executor"):
         run_sweep(parse_sweep(_spec(tmp_path, [_server("a")])),
