@@ -60,7 +60,9 @@ def connect_ray(address: str | None = None) -> Any:
     ray = import_ray()
     if not ray.is_initialized():
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=True)
+            # Only the address: options such as include_dashboard are refused by Ray Client
+            # (ray://) and when joining a running cluster.
+            ray.init(address=address, log_to_driver=True)
         except ConnectionError as err:
             raise InputError(f"cannot reach the Ray cluster at {address!r}: {err}",
                              field="address") from None
