@@ -676,6 +676,12 @@ def serve_entry_task(sweep: Sweep, index: int, todo: list[tuple[str, int]]) -> d
     (:func:`hgresearch.runfolder.pack_run_folder`), each run's status, the server log and the
     node. A cancelled task stops its server on the way out (the ``with VLLMServer`` block);
     a killed one takes it along by the server's parent-death signal."""
+    import os
+
+    # Ray runs its workers at nice 15 (below the raylet); the server and the client inherit it.
+    # Measure at normal priority where the node allows it; config.json records what held.
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
     with tempfile.TemporaryDirectory(prefix="hgr-sweep-") as tmp:
         remote = dataclasses.replace(sweep, out_dir=Path(tmp))
         wanted = set(todo)

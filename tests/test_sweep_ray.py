@@ -176,6 +176,11 @@ def test_ray_sweep_writes_the_same_run_folders_as_a_local_sweep_and_resumes_acro
     assert by_model["b"]["node"]["resources"].get("GPU-B") == 1.0
     assert by_model["a"]["node"]["resources"].get("GPU-A") == 1.0
     assert by_model["a"]["node"]["node_id"]
+    # The server ran at normal priority, not at Ray's worker niceness (15), where the node
+    # allows lowering it (root here; elsewhere config.json records what held).
+    nice = json.loads((ray_out / "a" / "1xCPU" / "qpsinf-rep0" / "config.json").read_text())[
+        "server_info"]["process_affinity"]["nice"]
+    assert nice == 0 if os.geteuid() == 0 else nice >= 0
 
     # Resume across executors: local skips what Ray made; Ray redoes only an unfinished run.
     again = run_sweep(parse_sweep(_spec(ray_out, servers)), resume=True, echo=lambda _: None)
