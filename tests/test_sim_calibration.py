@@ -221,7 +221,8 @@ def test_sim_run_unknown_configuration_exits_2(monkeypatch):
 
     monkeypatch.setattr(run_module, "calibration_runs", lambda reference=None: pd.DataFrame())
     monkeypatch.setattr(run_module, "calibrations",
-                        lambda runs, build_dir=None, n_jobs=1: {"known on 1x H100-PCIe": None})
+                        lambda runs, build_dir=None, n_jobs=1, executor=None:
+                        {"known on 1x H100-PCIe": None})
     result = CliRunner().invoke(app, ["sim", "run", "--config", "nope on 1x GPU", "--qps", "4"])
     assert result.exit_code == 2
     assert "unknown configuration" in result.output and "known on 1x H100-PCIe" in result.output
