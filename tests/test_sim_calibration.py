@@ -21,6 +21,7 @@ from hgresearch.sim.calibrate import (
     TARGETS,
     Calibration,
     StepCoefficients,
+    SummaryAtOffset,
     calibrate,
     replica_for,
     simulate_summary,
@@ -106,6 +107,22 @@ def test_fast_summary_equals_metrics_summarize(replica):
     assert fast["mean_tpot_ms"] == pytest.approx(slow["mean_tpot_ms"], rel=1e-6)
     # vLLM's duration also counts the sleep after the last send.
     assert fast["duration_s"] >= slow["duration"] - 1e-6  # ns rounding
+
+
+def test_summary_at_offset_equals_summary_from_times(replica):
+    """The calibration's offset solve uses SummaryAtOffset (summaries computed once, shifted
+    per offset): the same numbers as summary_from_times at every offset, including one that
+    moves the last response past the end of the send loop (the duration changes)."""
+    workloads = [reference_workload(r, 60, 200.0, 150.0) for r in (1.0, 12.0)]
+    times = [simulate_times(replica, TRUE, w) for w in workloads]
+    columns = (*TARGETS, "total_token_throughput_tok_per_s", "mean_ttft_ms")
+    shifted = SummaryAtOffset(times, columns)
+    for offset_s in (0.0, 0.004, 0.3):
+        expected = np.array([[summary_from_times(t, offset_s)[k] for k in columns]
+                             for t in times])
+        np.testing.assert_allclose(shifted(offset_s), expected, rtol=1e-12)
+    assert summary_from_times(times[0], 0.3)["duration_s"] > summary_from_times(
+        times[0], 0.0)["duration_s"]
 
 
 # --- calibration ---------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,7 @@ from hgresearch.sim import (
     run_replica,
     simulate_replica,
 )
+from hgresearch.sim.step_time import RooflineFloor
 
 
 def _workload(n: int, seed: int, rate: float = 8.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -104,6 +107,37 @@ def test_deterministic_by_seed_and_identical_with_or_without_skipping_quiet_step
         times.append([(r.first_token_s, r.done_s, r.num_preemptions) for r in requests])
         assert run.num_preemptions > 0  # the comparison covers the preemption path too
     assert times[0] == times[1]
+
+
+@dataclass(frozen=True)
+class _CallPerStep:
+    """The wrapped model without ``decode_only_terms``: the quiet-step loop calls it per step."""
+
+    inner: LinearStepTimeModel
+
+    def step_time_s(self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int) -> float:
+        return self.inner.step_time_s(prefill_tokens, decode_seqs, kv_tokens_read)
+
+
+def test_inline_quiet_steps_are_bit_identical_with_a_binding_roofline_floor():
+    """The quiet-step loop evaluates a linear model's time inline (decode_only_terms); with a
+    roofline floor that binds in some steps (memory) and not others, every time equals the
+    per-step calls' and the heap-only run's, to the last bit."""
+    config = ReplicaConfig(num_kv_blocks=400, max_num_seqs=64, max_num_batched_tokens=512)
+    floor = RooflineFloor(weights_bytes=1e9, kv_bytes_per_token=4e5,
+                          bandwidth_bytes_per_s=2e11, flops_per_token=2e9,
+                          peak_flops_per_s=1e13)
+    model = LinearStepTimeModel(0.008, 2e-5, 1e-4, 1e-7, floor=floor)
+    unfloored = LinearStepTimeModel(0.008, 2e-5, 1e-4, 1e-7)
+    binds = [model.step_time_s(0, 8, kv) > unfloored.step_time_s(0, 8, kv)
+             for kv in (100, 20_000)]
+    assert binds == [False, True]  # the floor binds only with a long context
+    times = []
+    for step_model, skip in ((model, True), (_CallPerStep(model), True), (model, False)):
+        requests = make_requests(config, *_workload(120, seed=3, rate=6.0))
+        run_replica(config, step_model, requests, skip_quiet_steps=skip)
+        times.append([(r.first_token_s, r.done_s) for r in requests])
+    assert times[0] == times[1] == times[2]
 
 
 def test_output_is_the_measured_requests_table_and_summarizes_the_same_way():

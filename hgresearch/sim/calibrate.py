@@ -62,6 +62,8 @@ PHYSICAL_BOUNDS = True
 LOSS = "soft_l1"
 #: Finite-difference step of the Jacobian (uncertainty), in log coefficient.
 DIFF_STEP = 0.1
+#: Most objective evaluations of one calibration's simplex search.
+MAX_EVALUATIONS = 80
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,47 @@ def summary_from_times(times: SimulatedTimes, ttft_offset_s: float = 0.0) -> dic
     }
 
 
+#: Summary columns that are a token count over the duration (numerator per run).
+_PER_DURATION = ("request_throughput_rps", "output_throughput_tok_per_s",
+                 "total_token_throughput_tok_per_s")
+
+
+class SummaryAtOffset:
+    """:func:`summary_from_times` of several runs as a function of the request-path offset,
+    computed once per run: the offset adds itself to every TTFT (so to each TTFT percentile
+    and the mean) and moves the last response, hence the duration and the throughputs;
+    nothing else depends on it. Calling it costs a few array operations instead of a
+    percentile per run and offset (the calibration solves for the offset inside every
+    evaluation). Equal to :func:`summary_from_times` up to float rounding."""
+
+    def __init__(self, times: Sequence[SimulatedTimes], columns: Sequence[str]) -> None:
+        rows = [summary_from_times(t, 0.0) for t in times]
+        self.at_zero = np.array([[row[k] for k in columns] for row in rows], dtype=float)
+        self.last_done_s = np.array([float(t.done_s.max()) for t in times])
+        self.min_duration_s = np.array([t.min_duration_s for t in times])
+        numerators = {
+            "request_throughput_rps": [float(len(t.done_s)) for t in times],
+            "output_throughput_tok_per_s": [float(t.output_tokens.sum()) for t in times],
+            "total_token_throughput_tok_per_s": [
+                float(t.output_tokens.sum() + t.prompt_tokens.sum()) for t in times]}
+        self.duration_column = [j for j, k in enumerate(columns) if k == "duration_s"]
+        self.per_duration = [(j, np.array(numerators[k])) for j, k in enumerate(columns)
+                             if k in _PER_DURATION]
+        self.ttft_columns = [j for j, k in enumerate(columns) if k.endswith("_ttft_ms")]
+
+    def __call__(self, ttft_offset_s: float) -> np.ndarray:
+        """The summaries (one row per run, the given columns) at ``ttft_offset_s``."""
+        out = self.at_zero.copy()
+        duration_s = np.maximum(self.last_done_s + ttft_offset_s, self.min_duration_s)
+        for j in self.duration_column:
+            out[:, j] = duration_s
+        for j, numerator in self.per_duration:
+            out[:, j] = numerator / duration_s
+        for j in self.ttft_columns:
+            out[:, j] += ttft_offset_s * 1e3
+        return out
+
+
 def simulate_summary(replica: Replica, coefficients: StepCoefficients,
                      workload: Workload) -> dict[str, float]:
     """:func:`summary_from_times` of :func:`simulate_times`."""
@@ -260,10 +303,14 @@ def _initial_guess(measured: pd.DataFrame, replica: Replica) -> np.ndarray:
 
 
 def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Workload], *,
-              targets: Sequence[str] = TARGETS, max_evaluations: int = 80) -> Calibration:
+              targets: Sequence[str] = TARGETS, max_evaluations: int = MAX_EVALUATIONS,
+              uncertainty: bool = True) -> Calibration:
     """Fit ``replica``'s :class:`StepCoefficients` to ``measured`` (one row per calibration
     point, columns :data:`TARGETS` and ``request_rate_qps``) by simulating ``workloads`` (one
     per row, same order).
+
+    ``uncertainty=False`` skips the standard errors (six more evaluations; ``rel_se`` is then
+    NaN): the leave-one-out validation uses only the coefficients.
 
     Raises:
         InputError: without calibration points or with a row lacking a target.
@@ -287,12 +334,11 @@ def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Work
         if key in cache:
             return cache[key]
         coefs = StepCoefficients(math.exp(x[0]), math.exp(x[1]), math.exp(x[2]))
-        times = [simulate_times(replica, coefs, w) for w in workloads]
+        summaries = SummaryAtOffset([simulate_times(replica, coefs, w) for w in workloads],
+                                    targets)
 
         def at(offset_s: float) -> np.ndarray:
-            rows = [summary_from_times(t, offset_s) for t in times]
-            sim = np.array([[row[k] for k in targets] for row in rows])
-            return np.log(sim) - log_observed
+            return np.log(summaries(offset_s)) - log_observed
 
         def ttft_cost(offset_s: float) -> float:
             return robust_loss(at(offset_s)[:, ttft_columns])
@@ -319,19 +365,21 @@ def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Work
                                "initial_simplex": simplex})
     x = np.clip(result.x, lower, upper)
     residuals, offset = projected(x)
-    # Uncertainty: central differences of the residuals at the optimum (step DIFF_STEP in log),
-    # s² (JᵀJ)⁻¹ with s² the residual variance.
-    jac = np.column_stack([
-        (projected(np.clip(x + DIFF_STEP * e, lower, upper))[0]
-         - projected(np.clip(x - DIFF_STEP * e, lower, upper))[0]) / (2 * DIFF_STEP)
-        for e in np.eye(len(x))])
-    dof = max(len(residuals) - len(x) - 1, 1)
-    s2 = float(residuals @ residuals) / dof
-    se = np.sqrt(np.clip(np.diag(s2 * np.linalg.pinv(jac.T @ jac)), 0.0, None))
     coefs = StepCoefficients(math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), offset)
-    # A log-space standard error s is a relative one of exp(s) - 1 (upper side); a coefficient
-    # the points do not constrain (flat direction) gets an infinite one.
-    rel_se = tuple(float(math.expm1(v)) if v < 50 else math.inf for v in se[:3])
+    rel_se = (math.nan, math.nan, math.nan)
+    if uncertainty:
+        # Central differences of the residuals at the optimum (step DIFF_STEP in log),
+        # s² (JᵀJ)⁻¹ with s² the residual variance.
+        jac = np.column_stack([
+            (projected(np.clip(x + DIFF_STEP * e, lower, upper))[0]
+             - projected(np.clip(x - DIFF_STEP * e, lower, upper))[0]) / (2 * DIFF_STEP)
+            for e in np.eye(len(x))])
+        dof = max(len(residuals) - len(x) - 1, 1)
+        s2 = float(residuals @ residuals) / dof
+        se = np.sqrt(np.clip(np.diag(s2 * np.linalg.pinv(jac.T @ jac)), 0.0, None))
+        # A log-space standard error s is a relative one of exp(s) - 1 (upper side); a
+        # coefficient the points do not constrain (flat direction) gets an infinite one.
+        rel_se = tuple(float(math.expm1(v)) if v < 50 else math.inf for v in se[:3])
     return Calibration(replica=replica, coefficients=coefs, rel_se=rel_se,  # type: ignore[arg-type]
                        rates_qps=tuple(float(r) for r in measured.request_rate_qps),
                        rms_log_error=float(math.sqrt(np.mean(residuals ** 2))),

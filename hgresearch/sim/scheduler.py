@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Callable
 
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
+from hgresearch.sim.step_time import DecodeOnlyTerms
 
 
 class VllmV1Scheduler:
@@ -66,6 +67,8 @@ class VllmV1Scheduler:
         #: Decoding requests by the phase (``clock % block_size``) of the steps in which they
         #: need a new KV block: those with ``(clock + decode_base) % block_size == 0``.
         self._by_phase: list[dict[int, SimRequest]] = [{} for _ in range(config.block_size)]
+        #: ``len`` of each ``_by_phase`` group, kept up to date (the quiet-step loop reads it).
+        self._phase_counts = [0] * config.block_size
         #: clock value -> decoding requests that generate their last token in that step.
         self._finish_due: dict[int, list[tuple[SimRequest, int]]] = {}
         self._admissions = 0
@@ -210,6 +213,7 @@ class VllmV1Scheduler:
             self.num_decoding += 1
             self._sum_decode_base += base
             self._by_phase[(-base) % block_size][r.index] = r
+            self._phase_counts[(-base) % block_size] += 1
             # Its last token comes in the step c with c + 1 + base == prompt + output - 1.
             last = r.prompt_tokens + r.output_tokens - 2 - base
             self._finish_due.setdefault(last, []).append((r, r.generation))
@@ -217,32 +221,67 @@ class VllmV1Scheduler:
         return finished
 
     def skip_quiet_steps(self, now_s: float, horizon_s: float,
-                         step_time_s: Callable[[int, int, int], float]) -> tuple[float, int]:
+                         step_time_s: Callable[[int, int, int], float],
+                         decode_only_terms: Callable[[int], DecodeOnlyTerms] | None = None,
+                         ) -> tuple[float, int]:
         """Run, back to back from ``now_s``, the steps in which only decodes run, nothing
         waits, no request finishes and the KV blocks they need are free — and that end before
         ``horizon_s`` (the next arrival). Returns the time the last one ended and how many
         ran. Each is exactly what :meth:`schedule` + :meth:`complete_step` would do (same
         durations, same float sums); the event loop just does not pass them through the heap.
+
+        ``decode_only_terms`` (the step model's, e.g.
+        :meth:`LinearStepTimeModel.decode_only_terms
+        <hgresearch.sim.step_time.LinearStepTimeModel.decode_only_terms>`), when given, lets
+        the loop compute each step's time inline, with the same float operations as
+        ``step_time_s``: the same times, without a call per step.
         """
         if self.waiting or self.prefilling or not self.num_decoding:
             return now_s, 0
         clock = start = self.clock
         n = self.num_decoding
-        base = self._sum_decode_base
         free = self.free_blocks
-        by_phase = self._by_phase
         block_size = self.block_size
         finish_due = self._finish_due
-        while clock not in finish_due:
-            need = len(by_phase[clock % block_size])
-            if need > free:
-                break
-            t_end = now_s + step_time_s(0, n, n * (clock + 1) + base)
-            if t_end >= horizon_s:
-                break
-            free -= need
-            now_s = t_end
-            clock += 1
+        needs = self._phase_counts  # blocks each phase needs; unchanged by quiet steps
+        kv = n * (clock + 1) + self._sum_decode_base
+        if decode_only_terms is None:
+            while clock not in finish_due:
+                need = needs[clock % block_size]
+                if need > free:
+                    break
+                t_end = now_s + step_time_s(0, n, kv)
+                if t_end >= horizon_s:
+                    break
+                free -= need
+                now_s = t_end
+                clock += 1
+                kv += n
+        else:
+            terms = decode_only_terms(n)
+            a, b = terms.intercept_s, terms.s_per_kv_token
+            w, w_kv = terms.floor_bytes, terms.floor_bytes_per_kv_token
+            bw, compute_s = terms.floor_bandwidth_bytes_per_s, terms.floor_compute_s
+            while clock not in finish_due:
+                need = needs[clock % block_size]
+                if need > free:
+                    break
+                t = a + b * kv
+                if w is not None:
+                    # max(t, max(memory_s, compute_s)) as step_time_s: the first argument
+                    # unless a later one is strictly larger.
+                    floor_s = (w + w_kv * kv) / bw
+                    if compute_s > floor_s:
+                        floor_s = compute_s
+                    if floor_s > t:
+                        t = floor_s
+                t_end = now_s + t
+                if t_end >= horizon_s:
+                    break
+                free -= need
+                now_s = t_end
+                clock += 1
+                kv += n
         self.clock = clock
         self.free_blocks = free
         return now_s, clock - start
@@ -260,7 +299,9 @@ class VllmV1Scheduler:
         r.decoding = False
         self.num_decoding -= 1
         self._sum_decode_base -= r.decode_base
-        del self._by_phase[(-r.decode_base) % self.block_size][r.index]
+        phase = (-r.decode_base) % self.block_size
+        del self._by_phase[phase][r.index]
+        self._phase_counts[phase] -= 1
 
     def _finish(self, r: SimRequest, t_end_s: float) -> None:
         r.done_s = t_end_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import inf
 
@@ -15,7 +16,7 @@ from hgresearch.runfolder import requests_table
 from hgresearch.sim import events
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.scheduler import VllmV1Scheduler
-from hgresearch.sim.step_time import StepTimeModel
+from hgresearch.sim.step_time import DecodeOnlyTerms, StepTimeModel
 
 #: ``source`` of every row of a simulated requests table.
 SIMULATED = "simulated"
@@ -108,6 +109,7 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
     n = len(configs)
     schedulers = [VllmV1Scheduler(c) for c in configs]
     step_times = [m.step_time_s for m in step_models]
+    quiet_terms = [_memoized(getattr(m, "decode_only_terms", None)) for m in step_models]
     routes = ({r.index: RouteRequest(r.prompt_tokens, r.output_tokens, r.request_class)
                for r in requests}
               if router is not None else {})
@@ -148,7 +150,8 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
                     router.release(i, routes[r.index])
             if skip_quiet_steps:
                 horizon = pending[next_arrival].arrival_s if next_arrival < n_pending else inf
-                now, skipped = scheduler.skip_quiet_steps(now, horizon, step_times[i])
+                now, skipped = scheduler.skip_quiet_steps(now, horizon, step_times[i],
+                                                           quiet_terms[i])
                 num_steps[i] += skipped
             end_s[i] = now
             busy[i] = scheduler.has_work() and start_step(i, now)
@@ -171,6 +174,23 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
                        num_preemptions=schedulers[i].num_preemptions, end_s=end_s[i])
             for i in range(n)]
     return runs, replica_of
+
+
+def _memoized(terms: Callable[[int], DecodeOnlyTerms] | None
+              ) -> Callable[[int], DecodeOnlyTerms] | None:
+    """``terms`` with a cache by number of decodes (a run asks for the same few hundred
+    counts hundreds of times each)."""
+    if terms is None:
+        return None
+    cache: dict[int, DecodeOnlyTerms] = {}
+
+    def cached(decode_seqs: int) -> DecodeOnlyTerms:
+        found = cache.get(decode_seqs)
+        if found is None:
+            found = cache[decode_seqs] = terms(decode_seqs)
+        return found
+
+    return cached
 
 
 def requests_frame(run: ReplicaRun) -> pd.DataFrame:

@@ -74,3 +74,35 @@ class LinearStepTimeModel:
         if self.floor is not None:
             return max(t, self.floor.floor_s(prefill_tokens, decode_seqs, kv_tokens_read))
         return t
+
+    def decode_only_terms(self, decode_seqs: int) -> DecodeOnlyTerms:
+        """:meth:`step_time_s` of a step without prefill, as numbers the simulator's quiet-step
+        loop evaluates inline (a function call per step is most of that loop's cost)."""
+        floor = self.floor
+        return DecodeOnlyTerms(
+            # Same operations in the same order as step_time_s: bit-identical times.
+            intercept_s=self.c0_s + self.c_prefill_s_per_token * 0
+            + self.c_decode_s_per_seq * decode_seqs,
+            s_per_kv_token=self.c_kv_s_per_token,
+            floor_bytes=floor.weights_bytes if floor is not None else None,
+            floor_bytes_per_kv_token=floor.kv_bytes_per_token if floor is not None else 0.0,
+            floor_bandwidth_bytes_per_s=(floor.bandwidth_bytes_per_s if floor is not None
+                                         else 1.0),
+            floor_compute_s=(floor.flops_per_token * (0 + decode_seqs) / floor.peak_flops_per_s
+                             if floor is not None else 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeOnlyTerms:
+    """A decode-only step's time for a fixed number of decodes, as a function of the KV tokens
+    read ``kv``: ``t = intercept_s + s_per_kv_token·kv``, raised (when ``floor_bytes`` is not
+    None) to ``max((floor_bytes + floor_bytes_per_kv_token·kv) / floor_bandwidth_bytes_per_s,
+    floor_compute_s)`` — :meth:`LinearStepTimeModel.step_time_s` with ``prefill_tokens = 0``,
+    evaluated with the same float operations."""
+
+    intercept_s: float
+    s_per_kv_token: float
+    floor_bytes: float | None
+    floor_bytes_per_kv_token: float
+    floor_bandwidth_bytes_per_s: float
+    floor_compute_s: float

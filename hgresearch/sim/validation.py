@@ -90,7 +90,7 @@ def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict]:
     for held in range(len(points)):
         keep = [i for i in range(len(points)) if i != held]
         fit = calibrate(replica, points.iloc[keep].reset_index(drop=True),
-                        [workloads[i] for i in keep])
+                        [workloads[i] for i in keep], uncertainty=False)
         predicted = simulate_summary(replica, fit.coefficients, workloads[held])
         measured = points.iloc[held]
         for metric in VALIDATION_METRICS:
