@@ -63,7 +63,7 @@ LOSS = "soft_l1"
 #: Finite-difference step of the Jacobian (uncertainty), in log coefficient.
 DIFF_STEP = 0.1
 #: Most objective evaluations of one calibration's simplex search.
-MAX_EVALUATIONS = 80
+MAX_EVALUATIONS = 50
 
 
 @dataclass(frozen=True)
