@@ -29,7 +29,6 @@ from hgresearch.models.slo import (
     default_slos,
     operating_curves,
     pareto_frontier,
-    slo_capacity_table,
 )
 from hgresearch.models.uncertainty import run_to_run_spread
 from hgresearch.models.validation import leave_one_qps_out, validation_table
@@ -46,7 +45,6 @@ class ModelReport:
 
     runs: pd.DataFrame
     models: ModelSet
-    slo: pd.DataFrame
     curves: pd.DataFrame
     frontier: pd.DataFrame
     scaling_summary: pd.DataFrame
@@ -74,7 +72,6 @@ def _compute(runs: pd.DataFrame, scenario: str, slos: list[Slo], latency_form: s
     seconds["fit"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    slo = slo_capacity_table(models, slos, scenario, rho_max)
     curves = pd.concat([operating_curves(models, metric, scenario, rho_max)
                         for metric in sorted({s.metric for s in slos})], ignore_index=True)
     frontier = pd.concat(
@@ -108,7 +105,7 @@ def _compute(runs: pd.DataFrame, scenario: str, slos: list[Slo], latency_form: s
     spread_points, spread_summary = run_to_run_spread(costed)
     seconds["roofline+audit"] = time.perf_counter() - start
     return ModelReport(
-        runs=costed, models=models, slo=slo, curves=curves, frontier=frontier,
+        runs=costed, models=models, curves=curves, frontier=frontier,
         scaling_summary=scaling_summary, scaling_points=scaling_points,
         scaling_loo=scaling_loo, scaling_validation=scaling_validation, roofline=roofline,
         predictions=predictions, validation=validation, comparisons=comparisons, audit=audit,
@@ -164,19 +161,6 @@ def write_tables(report: ModelReport, tables_dir: str | Path) -> list[Path]:
     written += write_table(lat, tables_dir / "models_latency_ttft_p90",
                            caption="TTFT p90 against utilisation: fitted coefficients",
                            label="tab:models-latency", default_decimals=3)
-    slo = report.slo[["configuration", "slo", "capacity_rps", "limited_by", "slo_rate_qps",
-                      "slo_rate_conservative_qps", "slo_tok_per_s", "cost_usd_per_1m_tok",
-                      "tok_per_usd", "extrapolated", "cost_at_cap_usd_per_1m_tok",
-                      "tok_per_usd_at_cap"]]
-    written += write_table(slo, tables_dir / "models_slo_capacity",
-                           caption="Capacity under a latency SLO: highest sustainable rate, "
-                           "cost per 1M tokens and tokens per dollar "
-                           f"(prices: {report.settings['scenario']})",
-                           label="tab:models-slo", decimals={"slo_tok_per_s": 0,
-                                                             "cost_usd_per_1m_tok": 3,
-                                                             "tok_per_usd": 0,
-                                                             "cost_at_cap_usd_per_1m_tok": 3,
-                                                             "tok_per_usd_at_cap": 0})
     frontier = report.frontier[["model", "metric", "configuration", "rate_qps", "latency_ms",
                                 "cost_usd_per_1m_tok"]]
     written += write_table(frontier, tables_dir / "models_pareto_frontier",

@@ -13,7 +13,7 @@ import pandas as pd
 from hgresearch.executors import Executor
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.run import calibrations
-from hgresearch.sim.slo import measured_agreement, slo_capacity_table
+from hgresearch.sim.slo import agreement_table, measured_agreement, slo_capacity_table
 from hgresearch.sim.study import RoutingComparison
 from hgresearch.sim.validation import (
     GOALS_PCT,
@@ -87,7 +87,8 @@ def overall_mape(validation: pd.DataFrame) -> dict[str, float]:
 
 def write_outputs(report: SimReport, paper_dir: str | Path) -> list[Path]:
     """``tables/sim_validation.*``, ``tables/sim_coefficients.*``,
-    ``tables/sim_slo_capacity.*`` and ``figures/sim_validation.{png,pdf}``."""
+    ``tables/sim_slo_capacity.*`` (the SLO-capacity table of the paper),
+    ``tables/sim_slo_agreement.*`` and ``figures/sim_validation.{png,pdf}``."""
     from hgresearch.figures.sim import sim_validation_figure
     from hgresearch.figures.style import save_figure
     from hgresearch.tables import write_table
@@ -113,9 +114,20 @@ def write_outputs(report: SimReport, paper_dir: str | Path) -> list[Path]:
         report.slo_capacity, tables / "sim_slo_capacity",
         caption="SLO capacity from the calibrated simulator (paper protocol, 200 requests)",
         label="tab:sim-slo-capacity", default_decimals=2,
+        decimals={"slo_tok_per_s": 0, "cost_usd_per_1m_tok": 3, "tok_per_usd": 0},
         notes=["slo_rate_qps: highest offered rate at which the TTFT percentile meets the "
                "limit (bisection), capped at the sustained capacity; low/high over three "
-               "draws of the length mix."])
+               "draws of the length mix. Tokens/s (prompt + output), cost per 1M tokens and "
+               "tokens per dollar at slo_rate_qps, alternative prices (H100-PCIe 2.00, "
+               "RTX-4090 0.25 USD/GPU-h; none for CPU)."])
+    written += write_table(
+        agreement_table(report.agreement, report.points), tables / "sim_slo_agreement",
+        caption="SLO capacity at the measured points: simulated vs measured TTFT percentile",
+        label="tab:sim-slo-agreement", default_decimals=1,
+        notes=["simulated_ms: calibration on all rates (the one behind sim_slo_capacity); "
+               "held_out_ms: calibration on the other rates only. verdicts_agree: SLO limits "
+               "(50 ms to 5 s) at which the simulated verdict (met or not) is the measured "
+               "one; disagree_at_ms: the limits where it is not."])
     points = report.points
     fig = sim_validation_figure(points, GOALS_PCT, overall_mape(report.validation),
                                 report.noise_pct)

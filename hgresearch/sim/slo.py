@@ -17,13 +17,17 @@ holds, for every configuration × SLO.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
+from hgresearch.catalogs import gpu_price_usd_per_h
+from hgresearch.costs import cost_per_million_tok_at_rate_usd
 from hgresearch.sim.calibrate import Calibration, simulate_summary
 from hgresearch.sim.workload import reference_workload
+from hgresearch.units import TOKENS_PER_MILLION
 
 CAPACITY_REQUESTS = 1000
 BISECTION_STEPS = 10
@@ -79,17 +83,21 @@ def slo_rates(fit: Calibration, slos: Sequence[tuple[str, float]], mean_prompt_t
 
 def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
                        slo_limits_ms: Sequence[float] = DEFAULT_SLO_LIMITS_MS,
-                       slo_metrics: Sequence[str] = DEFAULT_SLO_METRICS) -> pd.DataFrame:
+                       slo_metrics: Sequence[str] = DEFAULT_SLO_METRICS,
+                       scenario: str = "alternative") -> pd.DataFrame:
     """One row per configuration × SLO: ``capacity_rps``, ``slo_rate_qps`` (length seed 0),
-    its interval over :data:`LENGTH_SEEDS`, ``limited_by`` and the best request throughput the
+    its interval over :data:`LENGTH_SEEDS`, ``limited_by``, the best request throughput the
     configuration measured (``best_measured_rps``; ``points`` = its measured points by label,
-    whose token totals set the length mix)."""
+    whose token totals set the length mix), and at the SLO rate the tokens per second
+    (prompt + output) and their cost per 1M tokens and tokens per dollar under the
+    ``scenario``'s hourly prices (NaN where the price catalog has no price, e.g. CPU)."""
     slos = [(m, float(limit)) for m in slo_metrics for limit in slo_limits_ms]
     rows = []
     for label, fit in fits.items():
         pts = points[label]
         mean_in = float((pts.total_input_tok / pts.completed).mean())
         mean_out = float((pts.total_output_tok / pts.completed).mean())
+        price = _price_usd_per_gpu_h(fit.replica.gpu_name, scenario)
         per_seed = []
         capacities = []
         for seed in LENGTH_SEEDS:
@@ -100,6 +108,9 @@ def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFr
         rates = np.array(per_seed)
         for j, (metric, limit) in enumerate(slos):
             rate = float(rates[0, j])
+            tok_per_s = rate * (mean_in + mean_out)
+            cost = (cost_per_million_tok_at_rate_usd(tok_per_s, fit.replica.num_gpus, price)
+                    if tok_per_s > 0 else math.nan)
             rows.append({
                 "configuration": label,
                 "slo": f"{metric.removesuffix('_ms')} ≤ {limit:g} ms",
@@ -110,8 +121,18 @@ def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFr
                 "limited_by": ("capacity" if rate >= capacities[0]
                                else "slo" if rate == 0.0 else "latency"),
                 "best_measured_rps": float(pts.request_throughput_rps.max()),
+                "slo_tok_per_s": tok_per_s,
+                "cost_usd_per_1m_tok": cost,
+                "tok_per_usd": TOKENS_PER_MILLION / cost if math.isfinite(cost) else math.nan,
             })
     return pd.DataFrame(rows)
+
+
+def _price_usd_per_gpu_h(gpu_name: str, scenario: str) -> float:
+    try:
+        return gpu_price_usd_per_h(gpu_name, scenario)
+    except KeyError:
+        return math.nan
 
 
 def measured_agreement(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
@@ -136,3 +157,32 @@ def measured_agreement(fits: dict[str, Calibration], points: dict[str, pd.DataFr
                                  "simulated_ms": sim[metric],
                                  "agrees": measured_ok == (sim[metric] <= limit)})
     return pd.DataFrame(rows)
+
+
+def agreement_table(agreement: pd.DataFrame,
+                    held_out: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`measured_agreement` per measured point and percentile (one row per
+    configuration × rate × metric instead of × SLO): the measured and simulated percentile
+    (ms), the simulation's error (%), in how many of the SLO limits the verdicts agree and at
+    which limits they differ (``disagree_at_ms``, empty when none). With ``held_out`` (the
+    leave-one-QPS-out points of :func:`hgresearch.sim.validation.leave_one_qps_out`), also
+    the percentile predicted by a calibration that never saw the point (``held_out_ms``)."""
+    data = agreement.copy()
+    data["metric"] = data.slo.str.split(" ").str[0] + "_ms"
+    data["limit_ms"] = data.slo.str.split(" ").str[2].astype(float)
+    keys = ["configuration", "request_rate_qps", "metric"]
+    rows = []
+    for key, group in data.groupby(keys, sort=False):
+        measured, simulated = float(group.measured_ms.iloc[0]), float(group.simulated_ms.iloc[0])
+        rows.append({**dict(zip(keys, key, strict=True)), "measured_ms": measured,
+                     "simulated_ms": simulated,
+                     "error_pct": 100.0 * (simulated / measured - 1.0),
+                     "verdicts_agree": f"{int(group.agrees.sum())}/{len(group)}",
+                     "disagree_at_ms": " ".join(f"{v:g}" for v in
+                                                group.limit_ms[~group.agrees])})
+    out = pd.DataFrame(rows)
+    if held_out is not None and len(held_out):
+        predicted = held_out.rename(columns={"held_out_qps": "request_rate_qps",
+                                             "predicted": "held_out_ms"})
+        out = out.merge(predicted[keys + ["held_out_ms"]], on=keys, how="left")
+    return out
