@@ -325,7 +325,7 @@ def table3_run_values(runs: pd.DataFrame) -> pd.DataFrame:
 def table3_chains(grid_g_per_kwh: float = PAPER_GRID_G_PER_KWH) -> list[RoundingChain]:
     """Table 3's cells recomputed from the printed tokens per hour, kWh and tokens per kWh."""
     return [
-        RoundingChain("tokens_per_h_m", "printed tokens/s x 3600",
+        RoundingChain("tokens_per_h_m", "printed tokens/s x seconds per hour",
                       lambda r: float(r.tps) * SECONDS_PER_HOUR / TOKENS_PER_MILLION),
         RoundingChain(
             "tokens_per_kwh_m", "printed M tokens per hour / printed kWh per hour",

@@ -14,6 +14,7 @@ from hgresearch.cli import app
 from hgresearch.cli.errors import INTERRUPTED_EXIT_CODE, command, fail
 from hgresearch.cli.options import Address, ExecutorOption, Resume, executor_of, output_option
 from hgresearch.executors import DEFAULT_RETRIES, ExecutorKind
+from hgresearch.units import SECONDS_PER_HOUR
 
 model_app = typer.Typer(help="Benchmark models (LLM architectures) built offline from the "
                         "architecture catalog.", no_args_is_help=True)
@@ -153,8 +154,10 @@ def sweep(
             state = "done" if is_finished(point.run_dir) else "todo"
             typer.echo(f"{state} qps={qps_label(point.qps)} rep={point.repeat} {point.run_dir}")
         durations = configuration_durations_s(plan)
-        typer.echo(f"estimated wall time: {makespan_s(durations, 1) / 3600:.1f} h on 1 node, "
-                   f"{makespan_s(durations, nodes) / 3600:.1f} h on {nodes} node(s) "
+        one_node_h = makespan_s(durations, 1) / SECONDS_PER_HOUR
+        k_nodes_h = makespan_s(durations, nodes) / SECONDS_PER_HOUR
+        typer.echo(f"estimated wall time: {one_node_h:.1f} h on 1 node, "
+                   f"{k_nodes_h:.1f} h on {nodes} node(s) "
                    f"({len(durations)} server configurations; see docs/cluster.md)")
         return
     try:
