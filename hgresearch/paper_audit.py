@@ -38,6 +38,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -76,7 +77,12 @@ from hgresearch.paper import (
     project_replicas,
     scaling_points,
 )
+from hgresearch.plan.study import summarize_hybrid_advantage
 from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
+
+#: Table names (under paper/tables) the model evidence reads: written by notebooks 05 and 08.
+CARBON_BREAK_EVEN_TABLE = "carbon_break_even"
+HYBRID_ADVANTAGE_TABLE = "fleet_hybrid_advantage"
 
 # ---------------------------------------------------------------------------------------------
 # Explanation kinds, verdicts and definitions (one wording each, used by every table)
@@ -458,7 +464,7 @@ C3_BOUND_MS = 55.0
 
 CLAIM_COLUMNS = ["id", "claim", "quantity", "configuration", "definition", "regenerated",
                  "verdict", "holds_under", "supporting_rows", "contradicting_rows",
-                 "definitions_tested", "where"]
+                 "definitions_tested", "where", "model_evidence"]
 
 
 @dataclass
@@ -815,13 +821,69 @@ def _join(items: list[str], limit: int = 6) -> str:
     return "; ".join(shown) + more
 
 
+def _break_even_evidence(tables_dir: Path) -> str:
+    path = tables_dir / f"{CARBON_BREAK_EVEN_TABLE}.csv"
+    if not path.is_file():
+        return f"not computed: {path.name} is missing (notebook 05_energy_carbon writes it)"
+    table = pd.read_csv(path)
+    idle = table[table.scenario == "idle_consumer"].dropna(subset=["break_even_g_per_kwh"])
+    new = table[table.scenario == "new"]
+    if idle.empty:
+        return "carbon model: reused consumer cards never have lower total carbon than the H100"
+    paper = idle[(idle.energy_estimate == "TDP model") & (idle.embodied_bound == "central")]
+    central = (f"{paper.break_even_g_per_kwh.iloc[0]:.0f} g CO2/kWh (paper's TDP model, "
+               "central embodied estimate); " if len(paper) else "")
+    new_verdict = ("bought new, the consumer cards are never lower"
+                   if new.break_even_g_per_kwh.isna().all() and
+                   (new.lower_below == new.a).all() else
+                   "bought new, the ranking depends on the grid")
+    return (f"carbon model (assumed embodied carbon and lifetimes, not measured): reusing idle "
+            f"{idle.b.iloc[0]} instead of a new {idle.a.iloc[0]} gives lower total carbon only "
+            f"on grids below {central}{idle.break_even_g_per_kwh.min():.0f}–"
+            f"{idle.break_even_g_per_kwh.max():.0f} g CO2/kWh over every energy estimate and "
+            f"embodied bound; {new_verdict} ({path.name})")
+
+
+def _hybrid_evidence(tables_dir: Path) -> str:
+    path = tables_dir / f"{HYBRID_ADVANTAGE_TABLE}.csv"
+    if not path.is_file():
+        return f"not computed: {path.name} is missing (notebook 08_fleet writes it)"
+    advantage = pd.read_csv(path)
+    gain = summarize_hybrid_advantage(advantage)
+    most = f", by up to {gain.max_saving:.1%}" if gain.max_saving is not None else ""
+    return (f"planner with simulated capacities (calibrated on the reference runs; simulated, not "
+            f"measured): the cheapest hybrid fleet that holds its SLOs is cheaper than both "
+            f"single-hardware fleets at {gain.cheaper_than_both} of {gain.points} demand points"
+            f"{most}, and {gain.saving_vs_h100_min:.0%}–{gain.saving_vs_h100_max:.0%} cheaper "
+            f"than the H100-only fleet ({'; '.join(dict.fromkeys(advantage.scenario))}; "
+            f"{path.name})")
+
+
+#: Evidence from the package's models (not a verdict: the runs cannot test these claims),
+#: read from the tables other notebooks wrote.
+MODEL_EVIDENCE: dict[str, Callable[[Path], str]] = {
+    "C9": _break_even_evidence,
+    "C10": _hybrid_evidence,
+}
+
+
+def model_evidence(tables_dir: str | Path) -> dict[str, str]:
+    """For the claims the measured runs cannot test (:data:`MODEL_EVIDENCE`), what the
+    package's models say, read from ``tables_dir`` (the carbon break-even table of notebook 05
+    and the hybrid-advantage table of notebook 08); a missing table is named in the text."""
+    return {claim: evidence(Path(tables_dir)) for claim, evidence in MODEL_EVIDENCE.items()}
+
+
 def audit_claims(runs: pd.DataFrame, scenario: str = "alternative",
-                 data: ClaimData | None = None) -> pd.DataFrame:
+                 data: ClaimData | None = None,
+                 evidence: dict[str, str] | None = None) -> pd.DataFrame:
     """Every printed claim (:func:`hgresearch.catalogs.printed_claims`) with the configuration
     it names, its primary definition and what the data give under it, the verdict
     (:func:`claim_verdict`) and the definition it holds under, the supporting and contradicting
-    rows, and every definition tested (:data:`CLAIM_COLUMNS`)."""
+    rows, every definition tested, and ``evidence`` (:func:`model_evidence`: what the models
+    say where the runs cannot decide; not part of the verdict) (:data:`CLAIM_COLUMNS`)."""
     data = data or claim_data(runs, scenario)
+    evidence = evidence or {}
     rows = []
     for claim in printed_claims().itertuples():
         if claim.id not in CLAIM_EVALUATORS:
@@ -842,7 +904,7 @@ def audit_claims(runs: pd.DataFrame, scenario: str = "alternative",
                 f"{t.definition}: {t.observed} -> "
                 + {True: "holds", False: "fails", None: "not testable"}[t.holds]
                 for t in evaluation.tests),
-            "where": claim.where})
+            "where": claim.where, "model_evidence": evidence.get(claim.id, "")})
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 

@@ -201,3 +201,43 @@ def test_a_typo_in_the_printed_catalog_names_file_line_and_field(tmp_path, monke
         catalogs.printed_table3.cache_clear()
     assert err.value.file.endswith("table3.csv") and err.value.line == 2
     assert err.value.field == "tokens_per_kwh_m"
+
+
+def test_hybrid_advantage_and_the_claim_evidence_read_from_the_planner_table(tmp_path):
+    """The hybrid's saving against the cheaper single-hardware fleet, on a constructed sweep;
+    then C10's model evidence read back from the table as notebook 08 writes it."""
+    from hgresearch.plan.study import hybrid_advantage, summarize_hybrid_advantage
+
+    cost = {  # rate -> (hybrid, H100 only, RTX only); at 2 req/s the RTX fleet has no plan
+        1.0: (0.5, 0.5, 0.6), 2.0: (0.3, 0.4, None), 3.0: (0.15, 0.4, 0.2)}
+    sweep = pd.DataFrame([
+        {"scenario": "s", "rate_rps": rate, "plan": plan, "cost_usd_per_1m_tok": value}
+        for rate, values in cost.items()
+        for plan, value in zip(("hybrid", "H100-PCIe only", "RTX-4090 only"), values,
+                               strict=True) if value is not None])
+    advantage = hybrid_advantage(sweep)
+    assert advantage.saving.round(6).tolist() == [0.0, 0.25, 0.25]
+    assert advantage.saving_vs_h100.round(6).tolist() == [0.0, 0.25, 0.625]
+    gain = summarize_hybrid_advantage(advantage)
+    assert (gain.points, gain.cheaper_than_both) == (3, 2)
+    assert gain.max_saving == pytest.approx(0.25)
+    advantage.to_csv(tmp_path / "fleet_hybrid_advantage.csv", index=False)
+    evidence = audit.model_evidence(tmp_path)
+    assert "at 2 of 3 demand points, by up to 25.0%" in evidence["C10"]
+    assert "0%–62% cheaper than the H100-only fleet" in evidence["C10"]
+    assert evidence["C9"].startswith("not computed: carbon_break_even.csv is missing")
+
+
+def test_break_even_evidence_names_the_grid_below_which_reuse_wins(tmp_path):
+    rows = [("idle_consumer", e, b, v) for e, b, v in (
+        ("TDP model", "central", 18.0), ("TDP model", "low", 11.0), ("power model", "high", 97.0))]
+    rows += [("new", "TDP model", "central", None)]
+    pd.DataFrame([{"scenario": s, "energy_estimate": e, "embodied_bound": b,
+                   "a": "1x H100", "b": "2x 4090", "break_even_g_per_kwh": v,
+                   "lower_below": "2x 4090" if v else "1x H100", "lower_above": "1x H100"}
+                  for s, e, b, v in rows]).to_csv(tmp_path / "carbon_break_even.csv", index=False)
+    evidence = audit.model_evidence(tmp_path)["C9"]
+    assert "reusing idle 2x 4090 instead of a new 1x H100" in evidence
+    assert "below 18 g CO2/kWh (paper's TDP model" in evidence
+    assert "11–97 g CO2/kWh" in evidence
+    assert "bought new, the consumer cards are never lower" in evidence

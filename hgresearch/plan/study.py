@@ -149,3 +149,51 @@ def checked_pareto_front(problem: PlanProblem, capacities: pd.DataFrame, *, poin
                      "g_co2_per_1m_tok": totals["g_co2_per_1m_tok"],
                      "rounds": rounds[id(plan)], "passed": True})
     return pd.DataFrame(rows)
+
+
+#: Plan names of :func:`compare_at_rates`'s groups that :func:`hybrid_advantage` compares.
+HYBRID_PLAN = "hybrid"
+SINGLE_HARDWARE_PLANS = ("H100-PCIe only", "RTX-4090 only")
+#: Columns of :func:`hybrid_advantage`.
+ADVANTAGE_COLUMNS = ["scenario", "rate_rps", HYBRID_PLAN, *SINGLE_HARDWARE_PLANS, "saving",
+                     "saving_vs_h100"]
+
+
+def hybrid_advantage(sweep: pd.DataFrame) -> pd.DataFrame:
+    """Per scenario and demand of a :func:`compare_at_rates` sweep (with a ``scenario``
+    column): the cost per 1M tokens of the hybrid and of each single-hardware fleet, and the
+    hybrid's ``saving = 1 - hybrid / min(single-hardware fleets)`` (> 0: cheaper than both) and
+    ``saving_vs_h100 = 1 - hybrid / H100-only``. A fleet with no plan at a demand is NaN there
+    (the cheaper of the others then counts)."""
+    wide = sweep.pivot_table(index=["scenario", "rate_rps"], columns="plan",
+                             values="cost_usd_per_1m_tok", sort=False).reset_index()
+    for plan in (HYBRID_PLAN, *SINGLE_HARDWARE_PLANS):
+        if plan not in wide:
+            wide[plan] = np.nan
+    cheapest_single = wide[list(SINGLE_HARDWARE_PLANS)].min(axis=1)
+    wide["saving"] = 1 - wide[HYBRID_PLAN] / cheapest_single
+    wide["saving_vs_h100"] = 1 - wide[HYBRID_PLAN] / wide[SINGLE_HARDWARE_PLANS[0]]
+    return wide[ADVANTAGE_COLUMNS]
+
+
+@dataclasses.dataclass(frozen=True)
+class HybridAdvantageSummary:
+    """:func:`summarize_hybrid_advantage`: at how many of the compared points the hybrid is
+    cheaper than both single-hardware fleets, by how much at most, and its saving against the
+    H100-only fleet (fractions)."""
+
+    points: int
+    cheaper_than_both: int
+    max_saving: float | None
+    saving_vs_h100_min: float
+    saving_vs_h100_max: float
+
+
+def summarize_hybrid_advantage(advantage: pd.DataFrame) -> HybridAdvantageSummary:
+    """Summarise a :func:`hybrid_advantage` table (or the CSV it was written to)."""
+    beats = advantage[advantage.saving > 1e-9]
+    return HybridAdvantageSummary(
+        points=len(advantage), cheaper_than_both=len(beats),
+        max_saving=float(beats.saving.max()) if len(beats) else None,
+        saving_vs_h100_min=float(advantage.saving_vs_h100.min()),
+        saving_vs_h100_max=float(advantage.saving_vs_h100.max()))
