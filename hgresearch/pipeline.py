@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hgresearch.errors import HgResearchError
+from hgresearch.errors import HgResearchError, InputError
 from hgresearch.manuscript import build_paper
 from hgresearch.reference import REPO_ROOT, find_or_fetch
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from traitlets.config import Config
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+#: The notebook that builds the runs table every later notebook reads, and that table's name
+#: under ``build_dir``.
+INGEST_NOTEBOOK = "02_ingest"
+INGEST_OUTPUT = "runs.parquet"
 
 
 class NotebookFailed(HgResearchError, RuntimeError):
@@ -39,6 +43,28 @@ def reproduce_notebooks(notebook_dir: Path = NOTEBOOK_DIR) -> list[Path]:
         if meta.get("hgresearch", {}).get("reproduce"):
             selected.append(path)
     return selected
+
+
+def select_notebooks(names: list[str], notebook_dir: Path = NOTEBOOK_DIR,
+                     build_dir: Path | None = None) -> list[Path]:
+    """The reproduce notebooks named by ``names`` (a file name, its stem, or its number prefix:
+    ``09_audit.ipynb``, ``09_audit``, ``09``), in run order; with ``build_dir`` lacking the
+    ingest notebook's runs table (:data:`INGEST_OUTPUT`), the ingest notebook too, since every
+    other notebook reads it. An unknown or ambiguous name is an
+    :class:`~hgresearch.errors.InputError` listing the notebooks there are."""
+    available = reproduce_notebooks(notebook_dir)
+    if build_dir is not None and not (Path(build_dir) / INGEST_OUTPUT).exists():
+        names = [INGEST_NOTEBOOK, *names]
+    chosen: set[Path] = set()
+    for name in names:
+        key = name.removesuffix(".ipynb")
+        matches = [p for p in available if p.stem == key or p.stem.split("_", 1)[0] == key]
+        if len(matches) != 1:
+            known = ", ".join(p.stem for p in available)
+            why = "matches several" if matches else "is not one of the reproduce notebooks"
+            raise InputError(f"--notebook {name!r} {why}: {known}", field="notebook")
+        chosen.add(matches[0])
+    return [p for p in available if p in chosen]
 
 
 def execute_notebook(notebook: Path, output: Path, parameters: dict) -> None:

@@ -153,3 +153,24 @@ def test_reproduce_without_notebooks_says_it_needs_a_checkout(tmp_path, monkeypa
     monkeypatch.setattr(pipeline, "find_or_fetch", lambda *a, **k: pytest.fail("fetched"))
     with pytest.raises(HgResearchError, match="reproduce runs the notebooks of a source checkout"):
         run_reproduce(build_dir=tmp_path / "build", paper_dir=tmp_path / "paper")
+
+
+def test_select_notebooks_by_number_stem_or_file_and_adds_ingest_when_needed(tmp_path):
+    from hgresearch.errors import InputError
+    from hgresearch.pipeline import INGEST_OUTPUT, select_notebooks
+
+    assert [p.stem for p in select_notebooks(["09", "03_cost_performance.ipynb"])] == \
+        ["03_cost_performance", "09_audit"]
+    assert [p.stem for p in select_notebooks(["09_audit"], build_dir=tmp_path)] == \
+        ["02_ingest", "09_audit"]
+    (tmp_path / INGEST_OUTPUT).write_bytes(b"")
+    assert [p.stem for p in select_notebooks(["09"], build_dir=tmp_path)] == ["09_audit"]
+    with pytest.raises(InputError, match="'99' is not one of the reproduce notebooks: 02_ingest"):
+        select_notebooks(["99"])
+
+
+def test_reproduce_unknown_notebook_is_one_line_exit_2(tmp_path):
+    result = CliRunner().invoke(app, ["reproduce", "--notebook", "nope",
+                                      "--build-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--notebook 'nope' is not one of the reproduce notebooks" in result.output
