@@ -39,7 +39,7 @@ def output_option(help_text: str) -> typer.models.OptionInfo:
 ExecutorOption = Annotated[ExecutorKind, typer.Option(
     "--executor", help="Where the independent pieces of work run: local (this process), "
                        "process (local worker processes) or ray (tasks on a Ray cluster; "
-                       "pip install 'hgresearch[ray]'; docs/cluster.md).")]
+                       "pip install 'hgresearch\\[ray]'; docs/cluster.md).")]
 Address = Annotated[str | None, typer.Option(
     "--address", help="Ray cluster (--executor ray): 'auto' (started here with `ray start`), "
                       "ray://HOST:10001, or none: $RAY_ADDRESS (set by `ray job submit`), "
