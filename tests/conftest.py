@@ -38,7 +38,8 @@ def ray_cluster():
     import os
 
     ray = __import__("ray") if os.environ.get("CI") else pytest.importorskip("ray")
-    ray.init(num_cpus=2, resources={"GPU-A": 2, "GPU-B": 1}, include_dashboard=False,
-             log_to_driver=False)
+    # address="local": always a new cluster of the test's own, never one found on the machine
+    ray.init(address="local", num_cpus=2, resources={"GPU-A": 2, "GPU-B": 1},
+             include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -21,6 +21,8 @@ PIPELINE_FIXTURES = {"reproduced"}
 #: Tests that call `hgresearch reproduce` but stop before any notebook runs (seconds).
 FAST_REPRODUCE_CALLS = {
     "test_reference.py::test_reproduce_says_what_failed_when_the_download_is_unreachable",
+    # an unknown --notebook is refused before the reference data or any notebook is touched
+    "test_reproduce.py::test_reproduce_unknown_notebook_is_one_line_exit_2",
 }
 
 
