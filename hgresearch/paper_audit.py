@@ -198,6 +198,40 @@ def _mismatched(values: pd.Series, item: PrintedRow, columns: dict[str, str]) ->
                               int(item.decimals[c]))]
 
 
+def _explain(item: PrintedRow, runs: pd.DataFrame, mean: pd.Series | None, column: str,
+             run_column: str, columns: dict[str, str], chains: list[RoundingChain]
+             ) -> tuple[str, str, str, str]:
+    """A differing printed cell's explanation: (kind, source, text, other candidates) from the
+    point's other runs, the rounding chains of ``column`` and the mean of the runs; a
+    candidate that contradicts another printed cell of the row ranks below one that does not."""
+    printed = float(item.printed[column])
+    decimals = int(item.decimals[column])
+    candidates: list[_Candidate] = []
+    for _, run in runs.iloc[1:].iterrows():
+        if reproduces(float(run[run_column]), printed, decimals):
+            source = f"run {int(run.repeat_index) + 1} of {len(runs)} of the point"
+            candidates.append(_Candidate(REPEAT_RUN, source,
+                                         f"{source} gives {_fmt(float(run[run_column]))}",
+                                         _mismatched(run, item, columns)))
+    for chain in chains:
+        if chain.column == column:
+            recomputed = float(chain.compute(item.printed))
+            if reproduces(recomputed, printed, decimals):
+                candidates.append(_Candidate(ROUNDING_CHAIN, chain.formula,
+                                             f"{chain.formula} = {_fmt(recomputed)}"))
+    if mean is not None and reproduces(float(mean[run_column]), printed, decimals):
+        candidates.append(_Candidate(
+            MEAN_OF_REPEATS, f"mean of the {len(runs)} runs",
+            f"mean of the {len(runs)} runs gives {_fmt(float(mean[run_column]))}",
+            _mismatched(mean, item, columns)))
+    if not candidates:
+        return UNEXPLAINED, "", "no run of the point, rounding chain or mean gives it", ""
+    candidates.sort(key=lambda c: (bool(c.contradicts), _PREFERENCE[c.kind]))
+    best = candidates[0]
+    return (best.kind, best.source, best.text(),
+            "; ".join(f"{c.kind}: {c.text()}" for c in candidates[1:]))
+
+
 def audit_cells(items: list[PrintedRow], columns: dict[str, str],
                 chains: list[RoundingChain] = ()) -> pd.DataFrame:
     """Every printed cell of ``items`` beside the regenerated value (run ``repeat_index`` 0),
@@ -215,38 +249,11 @@ def audit_cells(items: list[PrintedRow], columns: dict[str, str],
             printed = float(item.printed[column])
             decimals = int(item.decimals[column])
             value = float(shown[run_column])
-            candidates: list[_Candidate] = []
             if reproduces(value, printed, decimals):
                 kind, source, text, others = REPRODUCED, "", "", ""
             else:
-                for _, run in runs.iloc[1:].iterrows():
-                    if reproduces(float(run[run_column]), printed, decimals):
-                        source = f"run {int(run.repeat_index) + 1} of {len(runs)} of the point"
-                        candidates.append(_Candidate(
-                            REPEAT_RUN, source,
-                            f"{source} gives {_fmt(float(run[run_column]))}",
-                            _mismatched(run, item, columns)))
-                for chain in chains:
-                    if chain.column != column:
-                        continue
-                    recomputed = float(chain.compute(item.printed))
-                    if reproduces(recomputed, printed, decimals):
-                        candidates.append(_Candidate(
-                            ROUNDING_CHAIN, chain.formula,
-                            f"{chain.formula} = {_fmt(recomputed)}"))
-                if mean is not None and reproduces(float(mean[run_column]), printed, decimals):
-                    candidates.append(_Candidate(
-                        MEAN_OF_REPEATS, f"mean of the {len(runs)} runs",
-                        f"mean of the {len(runs)} runs gives {_fmt(float(mean[run_column]))}",
-                        _mismatched(mean, item, columns)))
-                candidates.sort(key=lambda c: (bool(c.contradicts), _PREFERENCE[c.kind]))
-                if candidates:
-                    best = candidates[0]
-                    kind, source, text = best.kind, best.source, best.text()
-                    others = "; ".join(f"{c.kind}: {c.text()}" for c in candidates[1:])
-                else:
-                    kind, source, others = UNEXPLAINED, "", ""
-                    text = "no run of the point, rounding chain or mean gives it"
+                kind, source, text, others = _explain(item, runs, mean, column, run_column,
+                                                      columns, chains)
             rows.append({"row": item.row, "hardware": item.hardware, "qps": item.qps,
                          "column": column, "printed": printed,
                          "printed_decimals": decimals, "regenerated": value,
