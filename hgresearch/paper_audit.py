@@ -600,15 +600,16 @@ def _c1_throughput_at_half_cost(data: ClaimData) -> ClaimEvaluation:
     in_range = half.throughput_ratio.between(low, high)
     per_token_half = half.cost_ratio.between(*ABOUT_HALF)
     both = half[in_range & per_token_half]
+
+    def described(rows: pd.DataFrame) -> list[str]:
+        return [f"{r.label}: throughput {r.throughput_ratio:.2f}, cost {r.cost_ratio:.2f}"
+                for _, r in rows.iterrows()]
+
     primary = DefinitionTest(
         "throughput at matched offered load, cost = cost per 1M tokens at that load",
         f"throughput ratio {half.throughput_ratio.min():.2f}–{half.throughput_ratio.max():.2f}, "
         f"cost ratio {half.cost_ratio.min():.2f}–{half.cost_ratio.max():.2f}",
-        not both.empty,
-        [f"{r.label}: throughput {r.throughput_ratio:.2f}, cost {r.cost_ratio:.2f}"
-         for _, r in both.iterrows()],
-        [f"{r.label}: throughput {r.throughput_ratio:.2f}, cost {r.cost_ratio:.2f}"
-         for _, r in half[~(in_range & per_token_half)].iterrows()])
+        not both.empty, described(both), described(half[~(in_range & per_token_half)]))
     hourly = half[in_range]
     alternative = DefinitionTest(
         "cost = hourly rental price (not per token), throughput at matched offered load",
