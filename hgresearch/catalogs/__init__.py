@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -136,6 +137,15 @@ def gpu_price_usd_per_h(gpu_name: str, scenario: str = "alternative") -> float:
         raise KeyError(f"no price for GPU {gpu_name!r} in scenario {scenario!r} "
                        f"(scenarios: {known}; edit {catalog_path('prices.csv')} to add one)")
     return float(row.price_usd_per_gpu_h.iloc[0])
+
+
+def gpu_price_or_nan(gpu_name: str, scenario: str = "alternative") -> float:
+    """:func:`gpu_price_usd_per_h`, or NaN where the catalog has no price (e.g. a CPU), for
+    tables that show a cost where one exists."""
+    try:
+        return gpu_price_usd_per_h(gpu_name, scenario)
+    except KeyError:
+        return math.nan
 
 
 @functools.cache

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hgresearch.catalogs import gpu_price_usd_per_h
+from hgresearch.catalogs import gpu_price_or_nan
 from hgresearch.costs import cost_per_million_tok_at_rate_usd
 from hgresearch.models.common import config_label
 from hgresearch.models.fit import ModelSet
@@ -54,10 +54,7 @@ def _rate_cap(fit, rho_max: float) -> tuple[float, str]:
 def _price(gpu_name: str, scenario: str, overrides: dict[str, float] | None) -> float:
     if overrides and gpu_name in overrides:
         return float(overrides[gpu_name])
-    try:
-        return gpu_price_usd_per_h(gpu_name, scenario)
-    except KeyError:
-        return math.nan
+    return gpu_price_or_nan(gpu_name, scenario)
 
 
 def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,

@@ -100,7 +100,7 @@ def simulate_fleet_run(run_dir: str | Path, calibrations: dict) -> dict:
 
     config = read_config(run_dir)["config"]
     endpoints = config["fleet"]
-    replicas, offsets_s = [], []
+    replicas = []
     for endpoint in endpoints:
         model = endpoint.get("model") or config["model"]
         if model not in calibrations:
@@ -112,18 +112,16 @@ def simulate_fleet_run(run_dir: str | Path, calibrations: dict) -> dict:
         replicas.append(SimReplica(name=endpoint["base_url"], config=fit.replica.config,
                                    step_model=step,
                                    capacity_weight=float(endpoint.get("capacity_weight", 1.0)),
-                                   max_outstanding=endpoint.get("max_outstanding")))
-        offsets_s.append(fit.coefficients.ttft_offset_s)
+                                   max_outstanding=endpoint.get("max_outstanding"),
+                                   ttft_offset_s=fit.coefficients.ttft_offset_s))
     workload = replay_workload(read_requests(run_dir))
     policy = make_policy(config["policy"], seed=int(config.get("seed", 0)),
                          threshold_tokens=int(config.get("policy_threshold_tokens", 1024)),
                          max_outstanding=int(config.get("policy_max_outstanding", 16)))
+    # simulate_fleet adds each replica's request-path delay; the derived latencies are
+    # recomputed from the shifted times.
     frame = simulate_fleet(replicas, policy, workload.arrivals_s, workload.prompt_tokens,
                            workload.output_tokens)
-    offset_ns = np.round(np.asarray(offsets_s)[frame.replica.to_numpy()] * 1e9).astype("int64")
-    for column in ("t_first_token_ns", "t_last_token_ns", "t_done_ns"):
-        frame[column] = frame[column].astype("int64") + offset_ns
-    # The derived latencies are recomputed from the shifted times.
     return summarize(requests_table(frame.to_dict("records")), bootstrap_reps=0)
 
 

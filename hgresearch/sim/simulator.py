@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
-from collections.abc import Callable
 from dataclasses import dataclass
 from math import inf
 
@@ -16,7 +16,7 @@ from hgresearch.runfolder import requests_table
 from hgresearch.sim import events
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.scheduler import VllmV1Scheduler
-from hgresearch.sim.step_time import DecodeOnlyTerms, StepTimeModel
+from hgresearch.sim.step_time import StepTimeModel
 
 #: ``source`` of every row of a simulated requests table.
 SIMULATED = "simulated"
@@ -109,7 +109,9 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
     n = len(configs)
     schedulers = [VllmV1Scheduler(c) for c in configs]
     step_times = [m.step_time_s for m in step_models]
-    quiet_terms = [_memoized(getattr(m, "decode_only_terms", None)) for m in step_models]
+    # cached by number of decodes: a run asks for the same few hundred counts hundreds of times
+    quiet_terms = [functools.cache(terms) if (terms := getattr(m, "decode_only_terms", None))
+                   else None for m in step_models]
     routes = ({r.index: RouteRequest(r.prompt_tokens, r.output_tokens, r.request_class)
                for r in requests}
               if router is not None else {})
@@ -174,23 +176,6 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
                        num_preemptions=schedulers[i].num_preemptions, end_s=end_s[i])
             for i in range(n)]
     return runs, replica_of
-
-
-def _memoized(terms: Callable[[int], DecodeOnlyTerms] | None
-              ) -> Callable[[int], DecodeOnlyTerms] | None:
-    """``terms`` with a cache by number of decodes (a run asks for the same few hundred
-    counts hundreds of times each)."""
-    if terms is None:
-        return None
-    cache: dict[int, DecodeOnlyTerms] = {}
-
-    def cached(decode_seqs: int) -> DecodeOnlyTerms:
-        found = cache.get(decode_seqs)
-        if found is None:
-            found = cache[decode_seqs] = terms(decode_seqs)
-        return found
-
-    return cached
 
 
 def requests_frame(run: ReplicaRun) -> pd.DataFrame:

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hgresearch.catalogs import gpu_price_usd_per_h
+from hgresearch.catalogs import gpu_price_or_nan
 from hgresearch.costs import cost_per_million_tok_at_rate_usd
 from hgresearch.sim.calibrate import Calibration, simulate_summary
+from hgresearch.sim.run import measured_mean_lengths
 from hgresearch.sim.workload import reference_workload
 from hgresearch.units import TOKENS_PER_MILLION
 
@@ -95,9 +96,8 @@ def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFr
     rows = []
     for label, fit in fits.items():
         pts = points[label]
-        mean_in = float((pts.total_input_tok / pts.completed).mean())
-        mean_out = float((pts.total_output_tok / pts.completed).mean())
-        price = _price_usd_per_gpu_h(fit.replica.gpu_name, scenario)
+        mean_in, mean_out = measured_mean_lengths(pts)
+        price = gpu_price_or_nan(fit.replica.gpu_name, scenario)
         per_seed = []
         capacities = []
         for seed in LENGTH_SEEDS:
@@ -126,13 +126,6 @@ def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFr
                 "tok_per_usd": TOKENS_PER_MILLION / cost if math.isfinite(cost) else math.nan,
             })
     return pd.DataFrame(rows)
-
-
-def _price_usd_per_gpu_h(gpu_name: str, scenario: str) -> float:
-    try:
-        return gpu_price_usd_per_h(gpu_name, scenario)
-    except KeyError:
-        return math.nan
 
 
 def measured_agreement(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
