@@ -136,6 +136,9 @@ class SimulatedCapacity:
         self.min_rate_fraction = min_rate_fraction
         self.source = source or ("calibrated" if fits else "given step-time coefficients"
                                  if step_times else ROOFLINE_ONLY)
+        # A class's throughput depends on the replica and the lengths, not on its SLO: each
+        # (model, candidate, length) is simulated once, however many SLO classes ask.
+        self._throughput_rps: dict[tuple[str, Candidate, LengthClass], float] = {}
 
     def describe(self) -> dict[str, object]:
         """Settings that change the result."""
@@ -210,7 +213,10 @@ class SimulatedCapacity:
         offset_ms = self.ttft_offset_ms(model, candidate)
         if replica is None or length.tokens - 1 > replica.config.kv_capacity_tokens:
             return ClassCapacity(0.0, 0.0, 0.0, "memory")
-        throughput = self.sustained_rps(replica, length)
+        key = (model, candidate, length)
+        if key not in self._throughput_rps:
+            self._throughput_rps[key] = self.sustained_rps(replica, length)
+        throughput = self._throughput_rps[key]
         if slo.is_batch:
             rate = self.batch_utilisation * throughput
             return ClassCapacity(rate, rate, rate, "throughput")

@@ -469,16 +469,18 @@ def baselines(problem: PlanProblem, capacities: pd.DataFrame, *, objective: str 
     single configuration (``only 2x RTX-4090``), by default without the availability caps;
     an infeasible one maps to its error. ``best single configuration`` is the single
     configuration with the lowest objective."""
+    singles = {f"only {c.hardware}": _try(restricted(problem, [i], drop_caps=drop_caps),
+                                          capacities, objective, kwargs)
+               for i, c in enumerate(problem.candidates)}
     out: dict[str, Plan | InputError] = {}
     gpus = list(dict.fromkeys(c.gpu_name for c in problem.candidates))
     for gpu in gpus:
         keep = [i for i, c in enumerate(problem.candidates) if c.gpu_name == gpu]
-        out[f"{gpu} only"] = _try(restricted(problem, keep, drop_caps=drop_caps), capacities,
-                                  objective, kwargs)
-    singles = {}
-    for i, c in enumerate(problem.candidates):
-        singles[f"only {c.hardware}"] = _try(restricted(problem, [i], drop_caps=drop_caps),
-                                             capacities, objective, kwargs)
+        # a GPU type with one configuration is that configuration's plan: solved once
+        out[f"{gpu} only"] = (singles[f"only {problem.candidates[keep[0]].hardware}"]
+                              if len(keep) == 1 else
+                              _try(restricted(problem, keep, drop_caps=drop_caps), capacities,
+                                   objective, kwargs))
     out.update(singles)
     feasible = {k: v for k, v in singles.items() if isinstance(v, Plan)}
     if feasible:
