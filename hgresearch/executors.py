@@ -69,6 +69,17 @@ def connect_ray(address: str | None = None) -> Any:
     return ray
 
 
+def _collect(results: Iterable[Result], on_result: Callable[[Result], None] | None
+             ) -> list[Result]:
+    """The results in order, each passed to ``on_result`` as it comes."""
+    collected = []
+    for result in results:
+        collected.append(result)
+        if on_result is not None:
+            on_result(result)
+    return collected
+
+
 @dataclass(frozen=True)
 class Executor:
     """An executor: its kind, the Ray cluster's address (``ray`` only) and the number of worker
@@ -112,17 +123,9 @@ class Executor:
 
             workers = min(self.max_workers or os.cpu_count() or 1, len(items))
             with ProcessPoolExecutor(max_workers=workers) as pool:
-                results = []
-                for result in pool.map(function, items):
-                    results.append(result)
-                    if on_result is not None:
-                        on_result(result)
+                results = _collect(pool.map(function, items), on_result)
         else:
-            results = []
-            for item in items:
-                results.append(function(item))
-                if on_result is not None:
-                    on_result(results[-1])
+            results = _collect(map(function, items), on_result)
         return results
 
     def _map_ray(self, function: Callable[[Item], Result], items: list[Item],

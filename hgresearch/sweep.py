@@ -405,6 +405,10 @@ def _write_error(run_dir: Path, stage: str, error: BaseException) -> str:
     return text
 
 
+#: Summary figures a run's status line carries (:meth:`_SweepLog.note`).
+_SUMMARY_STATUS_KEYS = ("completed", "failed", "output_throughput", "p99_ttft_ms")
+
+
 class _SweepLog:
     """Each run's outcome: kept for the caller, appended to ``_sweep/status.jsonl`` (skipped runs
     are not) and echoed as one progress line."""
@@ -428,8 +432,7 @@ class _SweepLog:
                   "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "node": node if node is not None else node_identity()}
         if summary is not None:
-            record.update({k: summary.get(k) for k in ("completed", "failed",
-                                                        "output_throughput", "p99_ttft_ms")})
+            record.update({k: summary.get(k) for k in _SUMMARY_STATUS_KEYS})
         if status != "skipped":
             _record(self.sweep.out_dir, record)
         self.statuses.append(record)
@@ -708,10 +711,6 @@ def serve_entry_task(sweep: Sweep, index: int, todo: list[tuple[str, int]]) -> d
                 "server_log": log_path.read_bytes() if log_path.is_file() else b""}
 
 
-#: Summary figures a run's status line carries (:meth:`_SweepLog.note`).
-_SUMMARY_STATUS_KEYS = ("completed", "failed", "output_throughput", "p99_ttft_ms")
-
-
 def _run_on_ray(sweep: Sweep, todo: dict[int, list[RunPoint]], log: _SweepLog,
                 executor: Executor, retries: int) -> None:
     """Each server configuration of ``todo`` as one Ray task (:func:`serve_entry_task`) with
@@ -726,14 +725,15 @@ def _run_on_ray(sweep: Sweep, todo: dict[int, list[RunPoint]], log: _SweepLog,
 
     def submit(index: int, pending: list[RunPoint], attempt: int) -> None:
         entry = sweep.servers[index]
+        options = task_options(entry)
         # Ray's own retries are off: the driver retries, so it can report each attempt.
-        ref = remote.options(**task_options(entry), max_retries=0, retry_exceptions=False,
+        ref = remote.options(**options, max_retries=0, retry_exceptions=False,
                              name=f"sweep:{entry.model_label}:{entry.hardware_label}").remote(
             sweep, index, [(qps_label(p.qps), p.repeat) for p in pending])
         outstanding[ref] = (index, pending, attempt)
         log.echo(f"submitted {entry.model_label} on {entry.hardware_label} "
                  f"({len(pending)} run(s), attempt {attempt + 1}/{retries + 1}, "
-                 f"resources {_demand(task_options(entry))})")
+                 f"resources {_demand(options)})")
 
     for index, pending in todo.items():
         reason = unplaceable(task_options(sweep.servers[index]), nodes)

@@ -354,7 +354,7 @@ class VLLMServer:
         env.pop("PYTHONPATH", None)
         if c.engine == "mock":
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [
-                str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))
+                str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
         return env
 
     def cpu_split(self) -> tuple[str, set[int]] | None:
