@@ -70,3 +70,22 @@ def test_cross_check_flags_token_disagreement() -> None:
     assert bad["disagreements"] == ["output_tokens: client 1279 vs server 1280"]
     missing = cross_check(summary, None, AFTER)
     assert missing["available"] is False and missing["token_counts_agree"] is None
+
+
+def test_deltas_keep_engine_steps_and_the_allocated_kv_cache() -> None:
+    """Engine steps (``iteration_tokens_total`` count) are a delta; the KV cache the server
+    allocated comes from ``cache_config_info`` labels, as numbers."""
+    m = 'engine="0",model_name="tiny"'
+    info = (f'vllm:cache_config_info{{block_size="128",cache_dtype="auto",{m},'
+            f'num_gpu_blocks="2048",num_gpu_blocks_override="None"}} 1.0\n')
+    before = parse_prometheus(f"vllm:iteration_tokens_total_count{{{m}}} 10.0\n"
+                              f"vllm:iteration_tokens_total_sum{{{m}}} 400.0\n" + info)
+    after = parse_prometheus(f"vllm:iteration_tokens_total_count{{{m}}} 130.0\n"
+                             f"vllm:iteration_tokens_total_sum{{{m}}} 2400.0\n"
+                             f"vllm:num_preemptions_total{{{m}}} 3.0\n" + info)
+    deltas = server_deltas(before, after)
+    assert deltas["engine"]["steps"] == 120 and deltas["engine"]["step_tokens"] == 2000
+    assert math.isnan(deltas["engine"]["preemptions"])  # absent before: no delta to take
+    assert deltas["kv_cache"] == {"num_gpu_blocks": 2048, "block_size": 128,
+                                  "num_gpu_blocks_override": None, "cache_dtype": "auto"}
+    assert server_deltas(BEFORE, AFTER)["kv_cache"] is None

@@ -7,6 +7,11 @@ server counted for that run alone (nothing else talks to the server meanwhile). 
 
 * ``server``: deltas of finished requests (by finish reason), prompt and generation tokens, and
   TTFT / inter-token / end-to-end latency histograms (count, mean, bucket quantiles);
+  ``engine``: the engine's own step and cache accounting — engine steps run
+  (``vllm:iteration_tokens_total`` count) and the tokens they scheduled, preemptions, the
+  summed prefill / decode / queue times of the requests — and ``kv_cache``: the KV cache the
+  server allocated (``vllm:cache_config_info``: ``num_gpu_blocks``, ``block_size``), so analysis
+  can use the server's block count instead of a catalog bound;
 * ``client``: the same figures from the client's summary;
 * ``checks``: agreement of request and token counts; ``token_counts_agree`` is False (and
   ``disagreements`` lists why) when they differ.
@@ -35,6 +40,20 @@ COUNTERS = {
     "generation_tokens": "vllm:generation_tokens_total",
     "requests_finished": "vllm:request_success_total",
 }
+
+#: Engine accounting kept per run (delta between the scrapes): key -> metric name.
+ENGINE_COUNTERS = {
+    "steps": "vllm:iteration_tokens_total_count",
+    "step_tokens": "vllm:iteration_tokens_total_sum",
+    "preemptions": "vllm:num_preemptions_total",
+    "prefill_time_s": "vllm:request_prefill_time_seconds_sum",
+    "decode_time_s": "vllm:request_decode_time_seconds_sum",
+    "queue_time_s": "vllm:request_queue_time_seconds_sum",
+    "inference_time_s": "vllm:request_inference_time_seconds_sum",
+}
+#: Labels of ``vllm:cache_config_info`` kept as the run's KV cache (numbers where they are).
+KV_CACHE_LABELS = ("num_gpu_blocks", "block_size", "kv_cache_size_tokens", "kv_cache_memory_bytes",
+                   "num_gpu_blocks_override", "enable_prefix_caching", "cache_dtype")
 
 Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
@@ -107,9 +126,32 @@ def histogram_quantile(buckets: dict[float, float], q: float) -> float:
     return lower
 
 
+def kv_cache_info(samples: list[Sample]) -> dict[str, Any] | None:
+    """The KV cache the server allocated (labels of ``vllm:cache_config_info``); None when the
+    server does not expose it. Numeric labels become numbers, ``"None"`` becomes None."""
+    for name, labels, _ in samples:
+        if name != "vllm:cache_config_info":
+            continue
+        found = dict(labels)
+        info: dict[str, Any] = {}
+        for key in KV_CACHE_LABELS:
+            if key not in found:
+                continue
+            text = found[key]
+            try:
+                info[key] = None if text == "None" else int(float(text))
+            except ValueError:
+                info[key] = text
+        return info
+    return None
+
+
 def server_deltas(before: list[Sample], after: list[Sample]) -> dict[str, Any]:
     """What the server counted between two scrapes (counters and histograms)."""
     result: dict[str, Any] = {}
+    result["engine"] = {key: _total(after, name) - _total(before, name)
+                        for key, name in ENGINE_COUNTERS.items()}
+    result["kv_cache"] = kv_cache_info(after)
     for key, name in COUNTERS.items():
         result[key] = _total(after, name) - _total(before, name)
     reasons = sorted({dict(labels).get("finished_reason", "") for n, labels, _ in after
