@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install reproduce paper test test-fast lint clean vllm-cpu test-integration sweep-cpu fleet-cpu lab
+.PHONY: install reproduce paper test test-fast typecheck lint clean vllm-cpu test-integration sweep-cpu fleet-cpu lab
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ reproduce: $(STAMP)  ## regenerate paper/tables and paper/figures from the raw r
 paper: $(STAMP)  ## build paper/build/paper.pdf from paper/paper.typ and paper/tables (after reproduce)
 	$(BIN)/hgresearch paper build
 
-test: $(STAMP)  ## the whole test suite (what CI runs)
+test: $(STAMP) typecheck  ## the type check and the whole test suite (what CI runs)
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)  ## quick check while editing: everything but slow, timing and integration tests
@@ -46,6 +46,9 @@ sweep-cpu: $(STAMP) vllm-cpu  ## re-measure the committed CPU sweep (sweeps/cpu.
 
 fleet-cpu: $(STAMP) vllm-cpu  ## re-measure the live CPU fleet experiment (sweeps/experiments/fleet-cpu.yaml, ~15 min)
 	HGRESEARCH_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/python scripts/fleet_cpu_experiment.py sweeps/experiments/fleet-cpu.yaml --resume
+
+typecheck: $(STAMP)  ## mypy, strict on the library (pyproject.toml [tool.mypy])
+	$(BIN)/mypy
 
 lint: $(STAMP)
 	$(BIN)/ruff check hgresearch tests

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from hgresearch.bench.runner import BenchConfig, run_benchmark
-from hgresearch.bench.testserver import ServerConfig, serve_in_subprocess
-from hgresearch.runfolder import read_records
+from hgresearch.bench.server.mock import ServerConfig, serve_in_subprocess
+from hgresearch.data.runfolder import read_records
 
 TTFT_MS = 20.0
 ITL_MS = 5.0

@@ -1,7 +1,7 @@
 """Compare load generators on the same box against the same local test server (a benchmark).
 
 Each client runs at a *constant* request rate (so the intended send times are known to all)
-against ``hgresearch.bench.testserver`` in its own process. The server logs when each request
+against ``hgresearch.bench.server.mock`` in its own process. The server logs when each request
 arrived and when it sent each event, so every client is judged by the same outside clock:
 
 * send jitter: with ``lag_k = (arrival_k - arrival_0) - k / rate``, ``p99(lag) - p50(lag)``;
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hgresearch.bench.testserver import ServerConfig, serve_in_subprocess
+from hgresearch.bench.server.mock import ServerConfig, serve_in_subprocess
 
 TTFT_MS, ITL_MS, OUT_TOK = 20.0, 5.0, 16
 REPO = Path(__file__).resolve().parents[1]

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-from hgresearch.arrivals import PAPER_QPS, vllm085_send_offsets_s
 from hgresearch.sim import (
     LinearStepTimeModel,
     ReplicaConfig,
@@ -37,6 +36,7 @@ from hgresearch.sim import (
     roofline_floor_from_catalogs,
     run_replica,
 )
+from hgresearch.traffic.arrivals import PAPER_QPS, vllm085_send_offsets_s
 
 MODEL, GPU = "DeepSeek-R1-Distill-Qwen-14B", "H100-PCIe"
 NUM_PROMPTS = 200

@@ -17,7 +17,7 @@ import os
 import resource
 import time
 
-from hgresearch.keys import config_label
+from hgresearch.identity import config_label
 from hgresearch.sim.run import calibration_runs
 from hgresearch.sim.validation import configuration_points, leave_one_qps_out
 

@@ -3,8 +3,8 @@ tasks on a Ray cluster (docs/cluster.md).
 
 One map-style API serves the simulator's validation folds and calibrations
 (:mod:`hgresearch.sim.validation`), the planner's per-configuration capacity searches
-(:func:`hgresearch.plan.capacity.capacity_table`) and, with resources per task, the sweep
-(:mod:`hgresearch.sweep`)::
+(:func:`hgresearch.plan.replica_rates.capacity_table`) and, with resources per task, the sweep
+(:mod:`hgresearch.bench.sweep`)::
 
     Executor(ExecutorKind.RAY, address="auto").map(fit_configuration, items)
 

@@ -30,12 +30,12 @@ from typing import Any
 
 import yaml
 
+from hgresearch.bench.dummy_model import synth_model
 from hgresearch.bench.runner import BenchConfig, run_benchmark
-from hgresearch.bench.server import ServerConfig, VLLMServer, sigterm_as_exit, warm_up
-from hgresearch.bench.server_metrics import cross_check, scrape
-from hgresearch.modelsynth import synth_model
-from hgresearch.runfolder import is_finished, write_server_metrics
-from hgresearch.sweep import qps_label
+from hgresearch.bench.server.prometheus import cross_check, scrape
+from hgresearch.bench.server.vllm import ServerConfig, VLLMServer, sigterm_as_exit, warm_up
+from hgresearch.bench.sweep import qps_label
+from hgresearch.data.runfolder import is_finished, write_server_metrics
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ vLLM's run the same workload (random prompts of 128 tokens, 64 output tokens wit
 Poisson arrivals, seed 42, 100 prompts) twice each in the order ours, vLLM, vLLM, ours (ABBA),
 so that drift of the shared machine hits both alike. Raw results go to
 data/raw/peer-cpu/{hgresearch,vllm-bench}/; notebooks/06_cpu_sweep.ipynb reads both with the
-same ingest and tabulates them (hgresearch.serving.compare_clients).
+same ingest and tabulates them (hgresearch.accounting.crosscheck.compare_clients).
 
     PYTHONPATH=$PWD .venv/bin/python scripts/peer_vllm_bench.py [--qps 4 16 32] [--out DIR]
 """
@@ -19,10 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hgresearch.bench.dummy_model import synth_model
 from hgresearch.bench.runner import BenchConfig, run_benchmark
-from hgresearch.bench.server import ServerConfig, VLLMServer, free_port, warm_up
-from hgresearch.modelsynth import synth_model
-from hgresearch.sweep import qps_label
+from hgresearch.bench.server.vllm import ServerConfig, VLLMServer, free_port, warm_up
+from hgresearch.bench.sweep import qps_label
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 INPUT_LEN, OUTPUT_LEN, SEED, NUM_PROMPTS = 128, 64, 42, 100

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hgresearch.ingest import read_runs
-from hgresearch.reference import ReferenceDataError
-from hgresearch.reference import reference_dir as find_reference_dir
+from hgresearch.data.ingest import read_runs
+from hgresearch.data.reference import ReferenceDataError
+from hgresearch.data.reference import reference_dir as find_reference_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -34,7 +34,7 @@ CONSTANT_TRACE = [(0.0, 100.0)]
 
 
 class FakeNVML:
-    """Module-like object with the pynvml calls :mod:`hgresearch.telemetry` uses."""
+    """Module-like object with the pynvml calls :mod:`hgresearch.bench.telemetry` uses."""
 
     NVML_CLOCK_SM = 1
     NVML_TEMPERATURE_GPU = 0

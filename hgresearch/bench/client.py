@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from hgresearch.bench.fasthttp import FastPool
-from hgresearch.bench.workloads import RequestSpec
+from hgresearch.bench.prompts import RequestSpec
 
 #: Most characters of an error body kept in a record.
 ERROR_TEXT_CHARS = 300

@@ -13,8 +13,8 @@ import math
 from enum import StrEnum
 from typing import Any
 
+from hgresearch.data.summary import LATENCY_METRICS
 from hgresearch.errors import InputError
-from hgresearch.metrics import LATENCY_METRICS
 
 
 class Endpoint(StrEnum):
@@ -136,8 +136,8 @@ def validate_goodput(slo_ms: dict[str, Any] | None) -> None:
 
 def parse_workload_option(text: str) -> dict[str, Any]:
     """The ``--workload`` text as a checked spec (see
-    :func:`hgresearch.bench.workloads.parse_workload` and ``validate_workload``)."""
-    from hgresearch.bench.workloads import parse_workload, validate_workload
+    :func:`hgresearch.bench.prompts.parse_workload` and ``validate_workload``)."""
+    from hgresearch.bench.prompts import parse_workload, validate_workload
 
     try:
         spec = parse_workload(text)
@@ -176,7 +176,7 @@ def validate_config(config: Any) -> None:
     is written); raises :class:`OptionError` naming the option of the first bad field."""
     from pathlib import Path
 
-    from hgresearch.bench.workloads import validate_workload
+    from hgresearch.bench.prompts import validate_workload
 
     c = config
     if not isinstance(c.base_url, str) or not c.base_url.startswith(("http://", "https://")):
@@ -228,7 +228,7 @@ FLEET_ENDPOINT_KEYS = ("base_url", "model", "name", "capacity_weight", "price_us
 def validate_fleet(config: Any) -> None:
     """Several endpoints (``fleet``): each a distinct http(s) URL with a served model name,
     a positive capacity weight and a non-negative price; a known routing policy."""
-    from hgresearch.routing import Policy
+    from hgresearch.traffic.routing import Policy
 
     c = config
     _choice("policy", c.policy, Policy)

@@ -42,6 +42,7 @@ from hgresearch.bench.client import (
 )
 from hgresearch.bench.fasthttp import FastPool
 from hgresearch.bench.options import validate_config
+from hgresearch.bench.prompts import RequestSpec, build_requests
 from hgresearch.bench.schedule import (
     DEFAULT_SPIN_NS,
     PAPER_QPS,
@@ -49,10 +50,7 @@ from hgresearch.bench.schedule import (
     arrival_offsets_ns,
     sleep_until_ns,
 )
-from hgresearch.bench.workloads import RequestSpec, build_requests
-from hgresearch.errors import HgResearchError, InputError
-from hgresearch.metrics import LATE_SEND_MS
-from hgresearch.runfolder import (
+from hgresearch.data.runfolder import (
     BENCH_FILES,
     CONFIG_FILE,
     REQUESTS_FILE,
@@ -68,6 +66,8 @@ from hgresearch.runfolder import (
     write_config,
     write_summary,
 )
+from hgresearch.data.summary import LATE_SEND_MS
+from hgresearch.errors import HgResearchError, InputError
 
 #: Config fields a resumed run may change (where the API key is read from); any other change
 #: would mix two measurements in one run folder, so a resume refuses it.
@@ -160,7 +160,7 @@ class BenchConfig:
     # {"base_url", "model" (served name), "name", "capacity_weight", "price_usd_per_h",
     # "max_outstanding"}; see endpoint_fleet(). base_url is then the first endpoint's.
     fleet: list[dict[str, Any]] | None = None
-    policy: str = "jsq"                   # routing policy (hgresearch.routing.Policy)
+    policy: str = "jsq"                   # routing policy (hgresearch.traffic.routing.Policy)
     policy_threshold_tokens: int = 1024   # length-aware: long prompts to the fastest
     policy_max_outstanding: int = 16      # cost-spillover: default SLO-safe limit
 
@@ -185,7 +185,7 @@ def _rate_json(rate: float) -> float | str:
 
 
 def _git_commit() -> str | None:
-    from hgresearch.reference import REPO_ROOT
+    from hgresearch.paths import REPO_ROOT
 
     try:
         head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
@@ -211,7 +211,7 @@ def _package_versions() -> dict[str, str | None]:
 
 def _resolve_hardware(config: BenchConfig, inventory: list[dict[str, Any]]) -> tuple[str, int]:
     """GPU name (normalized, in the hardware catalog) and count: override, else NVML, else CPU."""
-    from hgresearch.catalogs import normalize_gpu_name
+    from hgresearch.data.catalogs import normalize_gpu_name
 
     if config.gpu_name:
         name = normalize_gpu_name(config.gpu_name)
@@ -220,7 +220,7 @@ def _resolve_hardware(config: BenchConfig, inventory: list[dict[str, Any]]) -> t
             name = normalize_gpu_name(str(inventory[0]["name"]))
         except KeyError:
             warnings.warn(f"GPU {inventory[0]['name']!r} is not in "
-                          "hgresearch/catalogs/hardware.csv; pass gpu_name", stacklevel=3)
+                          "hgresearch/data/catalogs/hardware.csv; pass gpu_name", stacklevel=3)
             name = str(inventory[0]["name"])
     else:
         name = "CPU"
@@ -339,8 +339,8 @@ def fleet_endpoints(config: BenchConfig) -> list[dict[str, Any]]:
 
 
 def _make_router(config: BenchConfig, endpoints: list[dict[str, Any]]) -> Any:
-    """A :class:`hgresearch.routing.Router` over the endpoints, with the config's policy."""
-    from hgresearch.routing import ReplicaState, Router, make_policy
+    """A :class:`hgresearch.traffic.routing.Router` over the endpoints, with the config's policy."""
+    from hgresearch.traffic.routing import ReplicaState, Router, make_policy
 
     policy = make_policy(config.policy, seed=config.seed,
                          threshold_tokens=config.policy_threshold_tokens,
@@ -359,7 +359,7 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
     on its schedule, writing each record as it finishes.
 
     With several endpoints (``config.fleet``) every endpoint is warmed up and checked, each
-    request is routed when it is sent (:class:`hgresearch.routing.Router`, released when its
+    request is routed when it is sent (:class:`hgresearch.traffic.routing.Router`, released when its
     record is complete) and its record names its endpoint (``endpoint``: the base URL). A
     single-endpoint run takes the same path as before: no router, no ``endpoint`` field."""
     headers, secrets = _request_headers(config)
@@ -444,7 +444,7 @@ async def _drive(config: BenchConfig, todo: list[tuple[RequestSpec, int]],
             progress.on_done(rec)
 
         async def one_routed(spec: RequestSpec, scheduled_ns: int) -> None:
-            from hgresearch.routing import RouteRequest
+            from hgresearch.traffic.routing import RouteRequest
 
             route = RouteRequest(spec.prompt_len, spec.output_len)
             t_wait = time.monotonic_ns()
@@ -720,7 +720,7 @@ def check_warmup(config: BenchConfig, server_info: dict[str, Any] | None,
 
 def _start_telemetry(config: BenchConfig, run_dir: Path) -> tuple[Any, bool]:
     """Step 6: the NVML sampler (its inventory names the GPUs); whether it samples."""
-    from hgresearch.telemetry import Sampler
+    from hgresearch.bench.telemetry import Sampler
 
     sampler = Sampler(run_dir / TELEMETRY_FILE, hz=config.telemetry_hz)
     available = config.telemetry and sampler.start()
@@ -891,11 +891,11 @@ def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
     ``telemetry.csv`` only (so it can be recomputed offline); written to summary.json.
 
     Steps: read the point's configuration, compute the request metrics
-    (:func:`hgresearch.metrics.summarize`), find each segment's measured window, integrate
+    (:func:`hgresearch.data.summary.summarize`), find each segment's measured window, integrate
     telemetry over them (:func:`_energy_fields`), then lay the keys out as vLLM's result files
     do, followed by ours (docs/measurement.md, ``summary.json``).
     """
-    from hgresearch.metrics import summarize
+    from hgresearch.data.summary import summarize
 
     run_dir = Path(run_dir)
     meta = read_config(run_dir)
@@ -930,8 +930,8 @@ def summarize_run_dir(run_dir: Path, *, write: bool = True) -> dict[str, Any]:
 
 def _endpoint_summaries(cfg: BenchConfig, table: Any) -> dict[str, dict[str, Any]]:
     """Per endpoint of a multi-endpoint run (by base URL): its label, model, capacity weight
-    and the metrics of the requests it served (:func:`hgresearch.metrics.summarize_by`)."""
-    from hgresearch.metrics import summarize_by
+    and the metrics of the requests it served (:func:`hgresearch.data.summary.summarize_by`)."""
+    from hgresearch.data.summary import summarize_by
 
     by_url = summarize_by(table, "endpoint", goodput_slo_ms=cfg.goodput_slo_ms,
                           steady_fraction=cfg.steady_fraction)
@@ -985,7 +985,7 @@ def _energy_fields(telemetry: Any, windows: list[tuple[int, int]],
                    metrics: dict[str, Any]) -> dict[str, Any]:
     """Energy over the measured windows and over the steady window, and the idle baseline
     (None where telemetry cannot give them, never 0)."""
-    from hgresearch.energy import energy_over_windows, idle_power_w
+    from hgresearch.accounting.energy import energy_over_windows, idle_power_w
 
     energy, source = energy_over_windows(telemetry, windows)
     steady = (metrics["steady_start_ns"], metrics["steady_end_ns"])

@@ -1,7 +1,7 @@
 """Arrival schedules: absolute send offsets precomputed from a seed, and precise sleeping.
 
 The schedule itself (:func:`arrival_offsets_ns`, :data:`PAPER_QPS`) is defined in
-:mod:`hgresearch.arrivals` (shared with the simulator) and re-exported here.
+:mod:`hgresearch.traffic.arrivals` (shared with the simulator) and re-exported here.
 
 vLLM's client draws each inter-arrival gap while it runs and sleeps *relative* intervals (with
 asyncio's millisecond-resolution timers), so every delay of the event loop shifts all later
@@ -22,7 +22,7 @@ import itertools
 import threading
 import time
 
-from hgresearch.arrivals import PAPER_QPS, arrival_offsets_ns
+from hgresearch.traffic.arrivals import PAPER_QPS, arrival_offsets_ns
 
 __all__ = ["DEFAULT_SPIN_NS", "PAPER_QPS", "RECORD_GUARD_NS", "PreciseTimer", "SendGuard",
            "arrival_offsets_ns", "precise_timer", "sleep_until_ns"]

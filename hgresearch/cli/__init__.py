@@ -13,7 +13,7 @@ command so ``--help`` is fast.
 | ``fit`` | :mod:`hgresearch.cli.fit` |
 | ``energy`` | :mod:`hgresearch.cli.energy` |
 | ``sim run``, ``sim fleet`` | :mod:`hgresearch.cli.sim` |
-| ``fleet plan`` | :mod:`hgresearch.cli.fleet` |
+| ``fleet plan`` | :mod:`hgresearch.cli.plan` |
 | ``paper build`` | :mod:`hgresearch.cli.paper` |
 """
 
@@ -25,17 +25,7 @@ app = typer.Typer(help="hgresearch: measure, model and reproduce heterogeneous-G
                   "inference studies.", no_args_is_help=True, add_completion=False)
 
 # Each module registers its commands on `app` (imported for that effect).
-from hgresearch.cli import (  # noqa: E402, F401
-    bench,
-    data,
-    energy,
-    fit,
-    fleet,
-    ingest,
-    paper,
-    serve,
-    sim,
-)
+from hgresearch.cli import bench, data, energy, fit, ingest, paper, plan, serve, sim  # noqa: E402, F401
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from hgresearch.bench.options import Arrival, Endpoint, HttpClient
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
 from hgresearch.cli.options import Resume, Seed, output_option
-from hgresearch.routing import Policy
+from hgresearch.traffic.routing import Policy
 
 
 @command(app, "bench")

@@ -22,7 +22,7 @@ def data_fetch(
     source: ReferenceSource = None,
 ) -> None:
     """Download the pinned raw results (or verify a local copy) and print where they are."""
-    from hgresearch.reference import fetch
+    from hgresearch.data.reference import fetch
 
     path = fetch(name, source)
     typer.echo(f"{name}: verified copy at {path}")
@@ -32,7 +32,7 @@ def data_fetch(
 def data_where(name: Annotated[str, typer.Argument(help="Dataset name.")] = "ionet-aibc2025",
                ) -> None:
     """Print the folder the pipeline would read (see the lookup order in the README)."""
-    from hgresearch.reference import reference_dir
+    from hgresearch.data.reference import reference_dir
 
     typer.echo(reference_dir(name))
 
@@ -48,7 +48,7 @@ def reproduce(
         "manuscript is rebuilt only by a full run (or `hgresearch paper build`).")] = None,
 ) -> None:
     """Run the analysis notebooks in order with papermill and regenerate paper/ outputs."""
-    from hgresearch.pipeline import run_reproduce, select_notebooks
+    from hgresearch.cli.pipeline import run_reproduce, select_notebooks
 
     notebooks = select_notebooks(notebook, build_dir=build_dir) if notebook else None
     run_reproduce(source=source, build_dir=build_dir, paper_dir=paper_dir, echo=typer.echo,

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
+from hgresearch.accounting.energy import TdpAssumption
 from hgresearch.cli import app
 from hgresearch.cli.errors import command
 from hgresearch.cli.options import Seed, SkipBadLines, output_option
-from hgresearch.energy import TdpAssumption
 
 
 @command(app, "energy")
@@ -32,9 +32,9 @@ def energy(
     Run folders with telemetry get the measured value with its 95% interval; missing stays
     empty.
     """
-    from hgresearch.energy import energy_per_run, run_summaries
-    from hgresearch.ingest import read_runs
-    from hgresearch.tables import write_frame
+    from hgresearch.accounting.energy import energy_per_run, run_summaries
+    from hgresearch.data.ingest import read_runs
+    from hgresearch.report.writers import write_frame
 
     files = [p for p in paths if p.is_file()]
     folders = [p for p in paths if not p.is_file()]

@@ -21,7 +21,7 @@ def fit(
     output: Annotated[Path, output_option("Folder the model tables are written to.")]
     = Path("paper/tables"),
     build_dir: BuildDir = Path("build"),
-    scenario: Annotated[str, typer.Option(help="Price scenario of hgresearch/catalogs/prices.csv.")]
+    scenario: Annotated[str, typer.Option(help="Price scenario of hgresearch/data/catalogs/prices.csv.")]
     = "alternative",
 ) -> None:
     """Fit and validate the cost-performance models; write their tables.
@@ -29,10 +29,10 @@ def fit(
     Capacity, latency, scaling, SLO capacity, roofline, leave-one-out validation and the audit
     of the paper's ratios; prints the headline numbers.
     """
-    from hgresearch.ingest import read_runs
-    from hgresearch.models.common import ModelWarning
-    from hgresearch.models.report import analyse, headline, write_tables
-    from hgresearch.reference import reference_dir
+    from hgresearch.data.ingest import read_runs
+    from hgresearch.data.reference import reference_dir
+    from hgresearch.fits.common import ModelWarning
+    from hgresearch.report.fits import analyse, headline, write_tables
 
     sources = paths or [reference_dir("ionet-aibc2025")]
     runs = read_runs(sources)

@@ -29,8 +29,8 @@ def ingest(
     skip_bad_lines: SkipBadLines = False,
 ) -> None:
     """Read benchmark results into the runs table (see docs/tables.md)."""
-    from hgresearch.ingest import parse_hardware_label, read_tables
-    from hgresearch.tables import check_frame_path, write_frame
+    from hgresearch.data.ingest import parse_hardware_label, read_tables
+    from hgresearch.report.writers import check_frame_path, write_frame
 
     # Bad options fail before any file is read.
     check_frame_path(output)

@@ -23,6 +23,6 @@ def paper_build(
         "The PDF (default: <paper-dir>/build/paper.pdf).")] = None,
 ) -> None:
     """Compile the manuscript from the tables and figures under --paper-dir (deterministic)."""
-    from hgresearch.manuscript import build_paper
+    from hgresearch.report.manuscript import build_paper
 
     typer.echo(f"manuscript: {build_paper(paper_dir, output)}")

@@ -24,7 +24,7 @@ app.add_typer(model_app, name="model")
 @command(model_app, "list")
 def model_list() -> None:
     """List the architecture catalog's models that `model synth` can build."""
-    from hgresearch.catalogs import model_catalog
+    from hgresearch.data.catalogs import model_catalog
 
     table = model_catalog()
     for row in table.itertuples():
@@ -46,7 +46,7 @@ def model_synth(
 
     Serve it with --load-format dummy: random weights run at the real model's speed.
     """
-    from hgresearch.modelsynth import synth_model
+    from hgresearch.bench.dummy_model import synth_model
 
     target = output or Path("build/models") / name
     path = synth_model(name, target, max_position_embeddings=max_model_len, overwrite=overwrite)
@@ -79,11 +79,11 @@ def serve(
     = None,
 ) -> None:
     """Start a vLLM server, wait until healthy, keep it up until Ctrl-C, then stop it."""
-    from hgresearch.bench.server import ServerConfig, VLLMServer, sigterm_as_exit
+    from hgresearch.bench.server.vllm import ServerConfig, VLLMServer, sigterm_as_exit
 
     model_path = model
     if synth:
-        from hgresearch.modelsynth import synth_model
+        from hgresearch.bench.dummy_model import synth_model
 
         model_path = str(synth_model(model, Path("build/models") / model))
         served_model_name = served_model_name or model
@@ -133,8 +133,7 @@ def sweep(
 ) -> None:
     """Run a sweep: server configurations x QPS values x repeats (see docs/serving.md;
     on a Ray cluster with --executor ray: docs/cluster.md)."""
-    from hgresearch.runfolder import is_finished
-    from hgresearch.sweep import (
+    from hgresearch.bench.sweep import (
         apply_dummy_weights,
         configuration_durations_s,
         load_sweep,
@@ -143,6 +142,7 @@ def sweep(
         run_points,
         run_sweep,
     )
+    from hgresearch.data.runfolder import is_finished
 
     plan = load_sweep(sweep_file)
     if dummy_weights:

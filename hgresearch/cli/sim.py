@@ -24,7 +24,7 @@ from hgresearch.cli.options import (
     output_option,
 )
 from hgresearch.executors import ExecutorKind
-from hgresearch.routing import Policy
+from hgresearch.traffic.routing import Policy
 
 sim_app = typer.Typer(help="Simulate vLLM replicas and fleets (docs/simulator.md).",
                       no_args_is_help=True)
@@ -62,11 +62,9 @@ def fleet(
     alone (a note on stderr says so). The first call calibrates every configuration and may
     take minutes; the calibrations are then cached under BUILD_DIR/cache/models.
     """
-    from hgresearch.arrivals import arrival_offsets_ns
     from hgresearch.bench.options import parse_workload_option
-    from hgresearch.bench.workloads import build_requests
+    from hgresearch.bench.prompts import build_requests
     from hgresearch.errors import InputError
-    from hgresearch.routing import make_policy
     from hgresearch.sim.fleet import (
         ROOFLINE_ONLY,
         fleet_summary,
@@ -74,6 +72,8 @@ def fleet(
         sim_replicas,
         simulate_fleet,
     )
+    from hgresearch.traffic.arrivals import arrival_offsets_ns
+    from hgresearch.traffic.routing import make_policy
 
     if num_prompts < 1:
         raise InputError(f"--num-prompts: expected an integer >= 1, got {num_prompts}")
@@ -152,12 +152,12 @@ def validate(
     out, the rest calibrate, the held-out rate is simulated; prints the MAPE table (%).
     Configurations run on --executor (the same table on each)."""
     from hgresearch.errors import InputError
-    from hgresearch.keys import config_label
+    from hgresearch.identity import config_label
     from hgresearch.sim.run import calibration_runs
     from hgresearch.sim.validation import leave_one_qps_out, validation_table
 
     if runs_dir:
-        from hgresearch.ingest import read_runs
+        from hgresearch.data.ingest import read_runs
 
         runs = read_runs(runs_dir)
     else:

@@ -3,8 +3,8 @@ requests go where, to meet latency SLOs at the lowest cost or carbon. See docs/p
 
 * :mod:`~hgresearch.plan.inputs`: the typed problem (model, demand, length and SLO classes,
   candidates with caps, price scenario, carbon settings);
-* :mod:`~hgresearch.plan.capacity`: SLO-safe capacity of one replica per traffic class from
-  the simulator (the :class:`~hgresearch.plan.capacity.CapacityProvider` interface), cached;
+* :mod:`~hgresearch.plan.replica_rates`: SLO-safe capacity of one replica per traffic class from
+  the simulator (the :class:`~hgresearch.plan.replica_rates.CapacityProvider` interface), cached;
 * :mod:`~hgresearch.plan.economics`: cost and carbon of a replica-hour from the catalogs;
 * :mod:`~hgresearch.plan.solve`: the mixed-integer program (``scipy.optimize.milp``),
   baselines and the cost–carbon Pareto front;
@@ -12,20 +12,12 @@ requests go where, to meet latency SLOs at the lowest cost or carbon. See docs/p
   its SLOs;
 * :mod:`~hgresearch.plan.fleetfile`: the plan as a fleet file for ``hgresearch sim fleet`` and
   ``hgresearch bench --fleet``;
-* :mod:`~hgresearch.plan.report`: tables of a plan, its check and its baselines.
+* :mod:`~hgresearch.report.plan`: tables of a plan, its check and its baselines.
 
 Imports the simulator, the catalogs, costs, energy, carbon and routing; never the measurement
 side (``hgresearch.bench``) or the NVML sampler (tests/test_layers.py).
 """
 
-from hgresearch.plan.capacity import (
-    ROOFLINE_ONLY,
-    CapacityProvider,
-    ClassCapacity,
-    SimulatedCapacity,
-    capacity_table,
-    replica_settings,
-)
 from hgresearch.plan.check import CheckedPlan, CheckResult, check_plan, plan_and_check
 from hgresearch.plan.fleetfile import fleet_document, write_fleet_file
 from hgresearch.plan.inputs import (
@@ -38,6 +30,14 @@ from hgresearch.plan.inputs import (
     SLOClass,
     class_name,
     validate,
+)
+from hgresearch.plan.replica_rates import (
+    ROOFLINE_ONLY,
+    CapacityProvider,
+    ClassCapacity,
+    SimulatedCapacity,
+    capacity_table,
+    replica_settings,
 )
 from hgresearch.plan.solve import Plan, baselines, pareto_front, restricted, solve
 

@@ -2,7 +2,7 @@
 
 :func:`check_plan` simulates the plan's fleet in one hour (every replica from the fleet file
 the plan writes, :mod:`hgresearch.plan.fleetfile`) behind the plan's class-aware routing
-(:class:`hgresearch.routing.ClassWeightedSplit`), at the hour's demand: Poisson arrivals,
+(:class:`hgresearch.traffic.routing.ClassWeightedSplit`), at the hour's demand: Poisson arrivals,
 each request's traffic class drawn from the class shares, its lengths the class's. For every
 SLO class it reports the achieved TTFT and TPOT percentiles over the seeds (mean, minimum,
 maximum) and whether the SLO holds in every seed; per configuration too, to find where a miss
@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
-from hgresearch.plan.capacity import slo_holds
 from hgresearch.plan.fleetfile import fleet_spec
+from hgresearch.plan.replica_rates import slo_holds
 from hgresearch.plan.solve import Plan, solve
-from hgresearch.routing import ClassWeightedSplit
+from hgresearch.traffic.routing import ClassWeightedSplit
 
 
 def plan_replicas(plan: Plan, hour: int = 0) -> tuple[list, list[int]]:
@@ -83,9 +83,9 @@ def check_plan(plan: Plan, *, hour: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
                max_requests: int = 4000) -> CheckResult:
     """Simulate the plan in ``hour`` (see the module docstring) for ``duration_s`` of arrivals
     (at least ``min_requests``, at most ``max_requests`` requests) per seed."""
-    from hgresearch.arrivals import arrival_offsets_ns
     from hgresearch.sim.fleet import run_fleet
     from hgresearch.sim.simulator import make_requests
+    from hgresearch.traffic.arrivals import arrival_offsets_ns
 
     problem = plan.problem
     rate = float(problem.demand.rate_rps[hour])

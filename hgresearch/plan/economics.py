@@ -1,6 +1,6 @@
 """Cost and carbon of one replica-hour of a candidate configuration (from the catalogs).
 
-Power is the TDP model of :mod:`hgresearch.energy` (every GPU at its TDP whenever the replica
+Power is the TDP model of :mod:`hgresearch.accounting.energy` (every GPU at its TDP whenever the replica
 is on: an upper bound), the one power figure behind both the electricity cost of owned
 hardware and operational carbon.
 """
@@ -16,26 +16,26 @@ from hgresearch.plan.inputs import Candidate, CarbonSettings, PriceScenario
 
 
 def _gpu(gpu_name: str) -> str:
-    from hgresearch.catalogs import normalize_gpu_name
+    from hgresearch.data.catalogs import normalize_gpu_name
 
     try:
         return normalize_gpu_name(gpu_name)
     except KeyError:
-        raise InputError(f"unknown GPU {gpu_name!r} (add it to hgresearch/catalogs/"
+        raise InputError(f"unknown GPU {gpu_name!r} (add it to hgresearch/data/catalogs/"
                          "hardware.csv)", field="gpu_name") from None
 
 
 def replica_power_w(candidate: Candidate, tdp: str = "datasheet") -> float:
     """Power of one replica (W): its GPUs at the TDP assumption ``tdp``."""
-    from hgresearch.energy import configuration_power_w, tdp_per_gpu_w
+    from hgresearch.accounting.energy import configuration_power_w, tdp_per_gpu_w
 
     return float(configuration_power_w(tdp_per_gpu_w(_gpu(candidate.gpu_name), tdp),
                                        candidate.num_gpus))
 
 
 def electricity_price_usd_per_kwh(region: str) -> float:
-    """Retail electricity price of ``region`` (``hgresearch/catalogs/electricity_prices.csv``)."""
-    from hgresearch.catalogs import catalog_path, electricity_price_catalog
+    """Retail electricity price of ``region`` (``hgresearch/data/catalogs/electricity_prices.csv``)."""
+    from hgresearch.data.catalogs import catalog_path, electricity_price_catalog
 
     table = electricity_price_catalog()
     row = table[table.region == region]
@@ -49,8 +49,8 @@ def electricity_price_usd_per_kwh(region: str) -> float:
 
 def price_usd_per_gpu_h(gpu_name: str, prices: PriceScenario, tdp: str = "datasheet") -> float:
     """What one GPU-hour costs under ``prices``; NaN when the GPU is not offered there."""
-    from hgresearch.catalogs import price_catalog
-    from hgresearch.energy import kwh_per_h, tdp_per_gpu_w
+    from hgresearch.accounting.energy import kwh_per_h, tdp_per_gpu_w
+    from hgresearch.data.catalogs import price_catalog
 
     gpu = _gpu(gpu_name)
     overrides = dict(prices.overrides_usd_per_gpu_h)
@@ -71,7 +71,7 @@ def price_usd_per_gpu_h(gpu_name: str, prices: PriceScenario, tdp: str = "datash
 def replica_cost_usd_per_h(candidate: Candidate, prices: PriceScenario,
                            tdp: str = "datasheet") -> float:
     """What one replica costs per hour (every GPU of it); NaN when not offered."""
-    from hgresearch.costs import hourly_cost_usd
+    from hgresearch.accounting.costs import hourly_cost_usd
 
     return float(hourly_cost_usd(candidate.num_gpus,
                                  price_usd_per_gpu_h(candidate.gpu_name, prices, tdp)))
@@ -79,7 +79,7 @@ def replica_cost_usd_per_h(candidate: Candidate, prices: PriceScenario,
 
 def grid_g_per_kwh_by_hour(carbon: CarbonSettings, hours: int) -> np.ndarray:
     """Grid intensity of every hour: the hourly profile, else the region's constant."""
-    from hgresearch.carbon import grid_intensity
+    from hgresearch.accounting.carbon import grid_intensity
 
     if carbon.hourly_g_per_kwh is not None:
         return np.asarray(carbon.hourly_g_per_kwh, dtype=float)
@@ -92,7 +92,7 @@ def grid_g_per_kwh_by_hour(carbon: CarbonSettings, hours: int) -> np.ndarray:
 def replica_embodied_g_per_h(candidate: Candidate, carbon: CarbonSettings) -> float:
     """Embodied g CO2e charged per hour a replica serves (0 for GPUs whose class the hardware
     scenario treats as sunk)."""
-    from hgresearch.carbon import (
+    from hgresearch.accounting.carbon import (
         SCENARIOS,
         embodied_g_per_serving_h,
         embodied_kg_per_gpu,
@@ -112,7 +112,7 @@ def replica_embodied_g_per_h(candidate: Candidate, carbon: CarbonSettings) -> fl
 def replica_carbon_g_per_h(candidate: Candidate, carbon: CarbonSettings,
                            hours: int) -> np.ndarray:
     """g CO2e of one replica-hour in every hour: power × grid intensity + embodied share."""
-    from hgresearch.energy import kwh_per_h
+    from hgresearch.accounting.energy import kwh_per_h
 
     operational = kwh_per_h(replica_power_w(candidate, carbon.tdp)) \
         * grid_g_per_kwh_by_hour(carbon, hours)

@@ -5,7 +5,7 @@ Every configuration of the plan is one entry with its replica count, its price u
 plan's scenario, the step-time coefficients the planner's capacities assumed, and a
 ``capacity_weight`` per replica equal to the request rate the plan routes to it: the
 ``weighted-random`` policy then splits traffic in the plan's overall shares (class-blind); the
-class-aware split is :class:`hgresearch.routing.ClassWeightedSplit`, built by
+class-aware split is :class:`hgresearch.traffic.routing.ClassWeightedSplit`, built by
 :func:`hgresearch.plan.check.plan_policy`.
 """
 

@@ -5,13 +5,13 @@ length classes, the SLO classes, the candidate configurations with their availab
 the price scenario and the carbon settings. Traffic classes are the pairs (SLO class, length
 class): class ``"interactive/short"`` gets ``slo.share × length.fraction`` of the demand.
 
-Prices come from ``hgresearch/catalogs/prices.csv`` (``alternative``, ``hyperscaler``);
+Prices come from ``hgresearch/data/catalogs/prices.csv`` (``alternative``, ``hyperscaler``);
 hardware already owned (``PriceScenario.owned_gpus``) pays electricity only: its power (the
-TDP model of :mod:`hgresearch.energy`) × the region's price in
-``hgresearch/catalogs/electricity_prices.csv``. Carbon per replica-hour is operational (the
-same power × the grid intensity of ``hgresearch/catalogs/grid_carbon.csv``, or an hourly
-profile) plus embodied (:func:`hgresearch.carbon.embodied_g_per_serving_h`; sunk for the GPU
-classes of the hardware scenario, :data:`hgresearch.carbon.SCENARIOS`).
+TDP model of :mod:`hgresearch.accounting.energy`) × the region's price in
+``hgresearch/data/catalogs/electricity_prices.csv``. Carbon per replica-hour is operational (the
+same power × the grid intensity of ``hgresearch/data/catalogs/grid_carbon.csv``, or an hourly
+profile) plus embodied (:func:`hgresearch.accounting.carbon.embodied_g_per_serving_h`; sunk for the GPU
+classes of the hardware scenario, :data:`hgresearch.accounting.carbon.SCENARIOS`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hgresearch.errors import InputError
-from hgresearch.keys import config_label, hardware_label
+from hgresearch.identity import config_label, hardware_label
 
 #: Percentiles an SLO may name.
 SLO_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
@@ -87,7 +87,7 @@ class Candidate:
     step_time: tuple[tuple[str, float], ...] | None = None
 
     def label(self, model: str) -> str:
-        """``MODEL on Nx GPU`` (:func:`hgresearch.keys.config_label`)."""
+        """``MODEL on Nx GPU`` (:func:`hgresearch.identity.config_label`)."""
         return config_label({"model": model, "gpu_name": self.gpu_name,
                              "gpu_count": self.num_gpus})
 
@@ -116,9 +116,9 @@ class Demand:
 
 @dataclass(frozen=True)
 class PriceScenario:
-    """What a GPU-hour costs: the ``scenario`` of ``hgresearch/catalogs/prices.csv``; GPUs in
+    """What a GPU-hour costs: the ``scenario`` of ``hgresearch/data/catalogs/prices.csv``; GPUs in
     ``owned_gpus`` pay electricity only (power × the price of ``electricity_region`` in
-    ``hgresearch/catalogs/electricity_prices.csv``); ``overrides_usd_per_gpu_h`` win over
+    ``hgresearch/data/catalogs/electricity_prices.csv``); ``overrides_usd_per_gpu_h`` win over
     both."""
 
     scenario: str = "alternative"
@@ -139,12 +139,12 @@ class PriceScenario:
 class CarbonSettings:
     """Operational + embodied carbon of a replica-hour.
 
-    ``grid_region``: a region of ``hgresearch/catalogs/grid_carbon.csv``;
+    ``grid_region``: a region of ``hgresearch/data/catalogs/grid_carbon.csv``;
     ``hourly_g_per_kwh``: an intensity per hour instead (as long as the demand profile).
     ``hardware_scenario``: ``new`` (every GPU's embodied carbon is charged) or
     ``idle_consumer`` (consumer GPUs exist anyway: theirs is sunk);
     ``lifetime_years``/``utilisation``: the serving hours embodied carbon is spread over.
-    ``tdp``: the power assumption (:func:`hgresearch.energy.tdp_per_gpu_w`: ``paper`` or
+    ``tdp``: the power assumption (:func:`hgresearch.accounting.energy.tdp_per_gpu_w`: ``paper`` or
     ``datasheet``); every GPU of a replica draws it for every hour the replica is on.
     """
 
@@ -196,8 +196,8 @@ def _per_hour(values: Sequence[int | float], hours: int, what: str) -> None:
 
 def validate(problem: PlanProblem) -> None:
     """Raise :class:`InputError` naming the field for anything the planner cannot use."""
-    from hgresearch.carbon import SCENARIOS
-    from hgresearch.energy import TdpAssumption
+    from hgresearch.accounting.carbon import SCENARIOS
+    from hgresearch.accounting.energy import TdpAssumption
 
     hours = problem.demand.hours
     if hours < 1:

@@ -6,7 +6,7 @@ the continuous request rate ``x[k,j,h]`` (req/s) of traffic class ``k`` routed t
 
 * demand: ``sum_j x[k,j,h] = d[k,h]`` (the class's share of the hour's rate);
 * capacity: ``sum_k x[k,j,h] / cap[k,j] <= n[j,h]``: each replica's mix of classes, each as a
-  fraction of the SLO-safe rate one replica sustains for it (:mod:`hgresearch.plan.capacity`),
+  fraction of the SLO-safe rate one replica sustains for it (:mod:`hgresearch.plan.replica_rates`),
   adds up to at most one replica (the load model of Mélange's ILP);
 * availability: ``n[j,h] <= `` the candidate's cap (per hour if given), and per GPU type
   ``sum_j gpus_j × n[j,h] <= `` its GPU cap (per hour if given);
@@ -31,7 +31,7 @@ from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from hgresearch.errors import InputError
-from hgresearch.keys import hardware_label
+from hgresearch.identity import hardware_label
 from hgresearch.plan.economics import replica_carbon_g_per_h, replica_cost_usd_per_h
 from hgresearch.plan.inputs import Demand, PlanProblem, class_name, validate
 from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
@@ -61,7 +61,7 @@ class Matrices:
 def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
              capacity_column: str = "low_rps",
              capacity_scale: dict[tuple[str, str], float] | None = None) -> Matrices:
-    """The program's numbers: capacities from ``capacities`` (:func:`hgresearch.plan.capacity.
+    """The program's numbers: capacities from ``capacities`` (:func:`hgresearch.plan.replica_rates.
     capacity_table`, column ``capacity_column``, times ``capacity_scale[(class, config)]``),
     prices and carbon from the catalogs, caps from the problem."""
     validate(problem)
@@ -103,7 +103,7 @@ def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
             upper[j] = 0
             notes.append(f"{c.hardware} not offered under prices {problem.prices.describe()}")
     gpu_caps = []
-    from hgresearch.catalogs import normalize_gpu_name
+    from hgresearch.data.catalogs import normalize_gpu_name
     for gpu, cap_value in problem.gpu_caps:
         try:
             name = normalize_gpu_name(gpu)
@@ -202,7 +202,7 @@ class Plan:
                     [c.num_gpus for c in self.problem.candidates])[:, None]).sum(axis=0).max())}
 
     def describe(self, hour: int = 0) -> str:
-        """``1x H100-PCIe + 3 x (2x RTX-4090)`` (:func:`hgresearch.keys.hardware_label`)."""
+        """``1x H100-PCIe + 3 x (2x RTX-4090)`` (:func:`hgresearch.identity.hardware_label`)."""
         fleet = self.fleet(hour)
         return " + ".join(hardware_label(r.gpu_name, r.num_gpus, r.replicas)
                           for r in fleet.itertuples()) or "(none)"
@@ -234,7 +234,7 @@ def solve(problem: PlanProblem, capacities: pd.DataFrame, *, objective: str = "c
           time_limit_s: float = 60.0) -> Plan:
     """The optimal plan (see the module docstring); budgets are totals over the hours.
     ``capacity_source``, ``step_times``, ``ttft_offsets_ms`` and ``fits`` describe the replicas the
-    capacities assumed (:func:`hgresearch.plan.capacity.replica_settings`); the plan keeps them
+    capacities assumed (:func:`hgresearch.plan.replica_rates.replica_settings`); the plan keeps them
     for its check and its fleet file.
 
     Without a budget the hours do not interact (the objective is a sum over hours, every

@@ -3,22 +3,22 @@
 Layout after Vidur: :mod:`~hgresearch.sim.entities` (replica config, requests),
 :mod:`~hgresearch.sim.events` (the event heap), :mod:`~hgresearch.sim.scheduler` (vLLM V1's
 scheduling of one engine step), :mod:`~hgresearch.sim.step_time` (how long a step takes),
-:mod:`~hgresearch.sim.capacity` (KV blocks and roofline from the catalogs) and
+:mod:`~hgresearch.sim.replica_limits` (KV blocks and roofline from the catalogs) and
 :mod:`~hgresearch.sim.simulator` (the event loop and the requests table);
 :mod:`~hgresearch.sim.fleet` puts several replicas behind a routing policy
-(:mod:`hgresearch.routing`). Plain Python and
+(:mod:`hgresearch.traffic.routing`). Plain Python and
 numpy; reads the catalogs and the run-folder layer's requests-table definition, never the
 measurement side (``hgresearch.bench``). See docs/simulator.md.
 """
 
-from hgresearch.sim.capacity import (
+from hgresearch.sim.entities import ReplicaConfig, SimRequest
+from hgresearch.sim.replica_limits import (
     kv_bytes_per_token,
     num_kv_blocks_from_memory,
     replica_config_from_catalogs,
     roofline_floor_from_catalogs,
     weights_bytes,
 )
-from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.scheduler import VllmV1Scheduler
 from hgresearch.sim.simulator import (
     SIMULATED,

@@ -31,18 +31,18 @@ import pandas as pd
 from scipy.optimize import minimize, minimize_scalar
 
 from hgresearch.errors import InputError
-from hgresearch.keys import config_label
-from hgresearch.sim.capacity import (
+from hgresearch.identity import config_label
+from hgresearch.sim.entities import ReplicaConfig
+from hgresearch.sim.replay import Workload
+from hgresearch.sim.replica_limits import (
     kv_bytes_per_token,
     kv_capacity_tokens_from_log,
     replica_config_from_catalogs,
     roofline_floor_from_catalogs,
     weights_bytes,
 )
-from hgresearch.sim.entities import ReplicaConfig
 from hgresearch.sim.simulator import make_requests, run_replica
 from hgresearch.sim.step_time import LinearStepTimeModel, RooflineFloor
-from hgresearch.sim.workload import Workload
 
 #: Summary columns (runs-table names) the calibration matches and the validation reports.
 TARGETS = ("duration_s", "request_throughput_rps", "output_throughput_tok_per_s",
@@ -148,8 +148,8 @@ def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None 
 def replica_for_runs(runs: pd.DataFrame) -> Replica:
     """:func:`replica_for` the configuration of ``runs`` (one configuration of a runs table);
     the KV capacity is read from a run folder's server log when one has it."""
-    from hgresearch.keys import hardware_label
-    from hgresearch.runfolder import SERVER_LOG_FILE
+    from hgresearch.data.runfolder import SERVER_LOG_FILE
+    from hgresearch.identity import hardware_label
 
     first = runs.iloc[0]
     kv_tokens = None
@@ -201,7 +201,7 @@ def summary_from_times(times: SimulatedTimes, ttft_offset_s: float = 0.0) -> dic
     """The :data:`TARGETS` (and total token throughput) of a simulated run, computed as vLLM's
     benchmark does: duration = the later of the last response and the end of the send loop
     (``min_duration_s``); TPOT over requests with more than one output token; percentiles with
-    linear interpolation (``numpy.percentile``, as :func:`hgresearch.metrics.describe`)."""
+    linear interpolation (``numpy.percentile``, as :func:`hgresearch.data.summary.describe`)."""
     ttft_ms = (times.first_token_s - times.arrivals_s + ttft_offset_s) * 1e3
     multi = times.output_tokens > 1
     tpot_ms = ((times.done_s[multi] - times.first_token_s[multi])

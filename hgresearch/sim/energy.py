@@ -1,7 +1,7 @@
 """Energy of a simulated run, step by step, from utilisation.
 
 Each engine step's power is ``P_idle + (P_max − P_idle) × u`` per GPU
-(:func:`hgresearch.energy.modelled_power_w` with the ``linear`` curve and the power-model
+(:func:`hgresearch.accounting.energy.modelled_power_w` with the ``linear`` curve and the power-model
 catalog's ``p_idle_w``/``p_max_w``), where ``u`` is the utilisation of the resource that bounds
 the step on the roofline: the time the step needs on it (bytes / bandwidth or FLOPs / peak,
 :class:`~hgresearch.sim.step_time.RooflineFloor`) over the step's time. Between steps (an idle
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hgresearch.energy import modelled_power_w, power_model_catalog
+from hgresearch.accounting.energy import modelled_power_w, power_model_catalog
 from hgresearch.errors import InputError
 from hgresearch.sim.step_time import LinearStepTimeModel
 
@@ -55,7 +55,7 @@ class StepEnergyMeter:
 def energy_meter(step_model: LinearStepTimeModel, gpu_name: str,
                  num_gpus: int) -> StepEnergyMeter:
     """:class:`StepEnergyMeter` with the central idle and busy power of ``gpu_name``
-    (``hgresearch/catalogs/power_model.csv``); :class:`InputError` for a GPU the catalog lacks."""
+    (``hgresearch/data/catalogs/power_model.csv``); :class:`InputError` for a GPU the catalog lacks."""
     catalog = power_model_catalog().set_index("gpu_name")
     if gpu_name not in catalog.index:
         raise InputError(f"no power model for {gpu_name!r} (known: {sorted(catalog.index)})",

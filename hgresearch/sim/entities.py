@@ -14,7 +14,7 @@ class ReplicaConfig:
 
     Attributes:
         num_kv_blocks: KV-cache blocks of the replica (vLLM's ``num_gpu_blocks``); see
-            :func:`hgresearch.sim.capacity.num_kv_blocks_from_memory` to derive it.
+            :func:`hgresearch.sim.replica_limits.num_kv_blocks_from_memory` to derive it.
         block_size: tokens per KV block (vLLM's default on GPU: 16).
         max_num_seqs: most requests running at once.
         max_num_batched_tokens: token budget of one engine step (decodes + prefill chunks).
@@ -71,5 +71,5 @@ class SimRequest:
     num_preemptions: int = 0
     first_token_s: float = math.nan
     done_s: float = math.nan
-    #: Traffic class the router sees (:attr:`hgresearch.routing.RouteRequest.request_class`).
+    #: Traffic class the router sees (:attr:`hgresearch.traffic.routing.RouteRequest.request_class`).
     request_class: str = ""

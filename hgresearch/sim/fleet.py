@@ -7,7 +7,7 @@ limits. :func:`load_fleet` reads and checks it (errors name file, line and field
 
 :func:`run_fleet` simulates the fleet with ONE event loop over all replicas (one clock, one
 heap; :func:`hgresearch.sim.simulator.run_replicas`): the router
-(:class:`hgresearch.routing.Router`) picks a replica at each arrival from the replicas'
+(:class:`hgresearch.traffic.routing.Router`) picks a replica at each arrival from the replicas'
 outstanding work at that instant, and a replica's completions release it at the instant they
 happen, so state-dependent policies (JSQ, least tokens, spill-over) see what a
 live router would. Each replica is a :class:`~hgresearch.sim.scheduler.VllmV1Scheduler`;
@@ -30,15 +30,15 @@ import yaml
 
 from hgresearch.errors import InputError
 from hgresearch.executors import Executor
-from hgresearch.keys import config_label
-from hgresearch.routing import ReplicaState, Router, RoutingPolicy
+from hgresearch.identity import config_label
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.run import add_request_path_delay
 from hgresearch.sim.simulator import ReplicaRun, make_requests, requests_frame, run_replicas
 from hgresearch.sim.step_time import LinearStepTimeModel, StepTimeModel
+from hgresearch.traffic.routing import ReplicaState, Router, RoutingPolicy
 
-#: ``MODEL on Nx GPU`` (the configuration label of :func:`hgresearch.keys.config_label`).
+#: ``MODEL on Nx GPU`` (the configuration label of :func:`hgresearch.identity.config_label`).
 CONFIG_LABEL = re.compile(r"^(?P<model>\S.*?) on (?P<num_gpus>\d+)x (?P<gpu>\S+)$")
 #: Keys of a replica entry in a fleet file.
 REPLICA_KEYS = ("config", "count", "price_usd_per_gpu_h", "base_url", "served_model",
@@ -46,7 +46,7 @@ REPLICA_KEYS = ("config", "count", "price_usd_per_gpu_h", "base_url", "served_mo
                 "max_num_seqs", "max_num_batched_tokens")
 #: Coefficients of ``step_time`` (:class:`~hgresearch.sim.step_time.LinearStepTimeModel`).
 STEP_TIME_KEYS = ("c0_s", "c_prefill_s_per_token", "c_decode_s_per_seq", "c_kv_s_per_token")
-#: Price scenario (hgresearch/catalogs/prices.csv) used when a replica gives no price.
+#: Price scenario (hgresearch/data/catalogs/prices.csv) used when a replica gives no price.
 DEFAULT_PRICE_SCENARIO = "alternative"
 #: ``SimReplica.step_time_source``: coefficients from the fleet file, the configuration's
 #: calibration (:func:`fleet_calibrations`), or the roofline floor alone (no calibration).
@@ -321,12 +321,15 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
     ``step_time_source = "roofline floor only"``). ``fits=None`` loads
     :func:`fleet_calibrations` (``build_dir``, ``reference``) when a replica needs one;
     ``fits={}`` uses none. KV blocks: the file's ``num_kv_blocks``, else the calibration's, else
-    the catalogs' (:func:`~hgresearch.sim.capacity.replica_config_from_catalogs`); the file's
+    the catalogs' (:func:`~hgresearch.sim.replica_limits.replica_config_from_catalogs`); the file's
     other scheduler limits replace the calibration's. Prices: the file's, else
-    ``hgresearch/catalogs/prices.csv`` (the fleet's scenario).
+    ``hgresearch/data/catalogs/prices.csv`` (the fleet's scenario).
     """
-    from hgresearch.catalogs import normalize_gpu_name, price_catalog
-    from hgresearch.sim.capacity import replica_config_from_catalogs, roofline_floor_from_catalogs
+    from hgresearch.data.catalogs import normalize_gpu_name, price_catalog
+    from hgresearch.sim.replica_limits import (
+        replica_config_from_catalogs,
+        roofline_floor_from_catalogs,
+    )
 
     if fits is None and any(not spec.step_time for spec in fleet.replicas):
         fits = fleet_calibrations(build_dir, reference)
@@ -434,17 +437,17 @@ def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
 def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
                   grid_g_per_kwh: float | None = None) -> pd.DataFrame:
     """Per replica and overall (``replica = "all"``): requests, throughput, TTFT/TPOT/E2EL
-    percentiles (:func:`hgresearch.metrics.summarize` on each subset), cost per 1M tokens
-    (:mod:`hgresearch.costs`), and energy and carbon per 1M tokens under the paper's TDP model
-    (:mod:`hgresearch.energy`: every GPU at its TDP for the whole run; an upper bound, not a
+    percentiles (:func:`hgresearch.data.summary.summarize` on each subset), cost per 1M tokens
+    (:mod:`hgresearch.accounting.costs`), and energy and carbon per 1M tokens under the paper's TDP model
+    (:mod:`hgresearch.accounting.energy`: every GPU at its TDP for the whole run; an upper bound, not a
     per-step power model), at ``grid_g_per_kwh`` (default: the paper's grid).
 
     Every replica is billed and powered for the whole run (first send to the fleet's last
     completion), idle or not, so a replica's figures per 1M tokens are its whole-run cost and
     energy over the tokens it served; the overall row sums them over the replicas.
     """
-    from hgresearch.costs import cost_per_million_tok_usd, run_cost_usd
-    from hgresearch.energy import (
+    from hgresearch.accounting.costs import cost_per_million_tok_usd, run_cost_usd
+    from hgresearch.accounting.energy import (
         PAPER_GRID_G_PER_KWH,
         configuration_power_w,
         g_co2_per_1m_tok,
@@ -452,14 +455,14 @@ def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
         tdp_per_gpu_w,
         tokens_per_kwh_of_energy,
     )
-    from hgresearch.metrics import summarize
+    from hgresearch.data.summary import summarize
 
     grid = PAPER_GRID_G_PER_KWH if grid_g_per_kwh is None else grid_g_per_kwh
     overall = summarize(frame, bootstrap_reps=0)
     duration_s = overall["duration"] or 0.0
 
     def tdp_w(replica: SimReplica) -> float:
-        from hgresearch.catalogs import normalize_gpu_name
+        from hgresearch.data.catalogs import normalize_gpu_name
 
         try:
             per_gpu = tdp_per_gpu_w(normalize_gpu_name(replica.gpu_name))

@@ -3,7 +3,7 @@
 
 Each server is calibrated on its runs alone (:func:`hgresearch.sim.calibrate.calibrate` on all
 its rates, KV capacity from its startup log); each fleet run is then replayed — its measured
-send times and lengths (:func:`hgresearch.sim.workload.replay_workload`) — through the fleet
+send times and lengths (:func:`hgresearch.sim.replay.replay_workload`) — through the fleet
 simulator (:func:`hgresearch.sim.fleet.simulate_fleet`) with the run's routing policy, and its
 summary is compared with the measured one. A replica's request-path delay (the calibrated
 ``ttft_offset``: HTTP, tokenisation) is added to its requests' first-token and done times, as
@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hgresearch.errors import InputError
-from hgresearch.runfolder import (
+from hgresearch.data.runfolder import (
     find_run_dirs,
     read_config,
     read_requests,
     read_summary,
     requests_table,
 )
+from hgresearch.errors import InputError
 
 #: Metrics compared on the fleet runs (runs-table names), with the summary key of each.
 FLEET_VALIDATION_METRICS = {"request_throughput_rps": "request_throughput",
@@ -62,8 +62,8 @@ def experiment_runs(root: str | Path) -> ExperimentRuns:
 
 
 def _kv_capacity_tokens(root: Path, model: str) -> int | None:
-    from hgresearch.runfolder import SERVER_LOG_FILE
-    from hgresearch.sim.capacity import kv_capacity_tokens_from_log
+    from hgresearch.data.runfolder import SERVER_LOG_FILE
+    from hgresearch.sim.replica_limits import kv_capacity_tokens_from_log
 
     log = root / EXPERIMENT_DIR / model / SERVER_LOG_FILE
     return kv_capacity_tokens_from_log(log.read_text(errors="replace")) if log.is_file() \
@@ -72,10 +72,10 @@ def _kv_capacity_tokens(root: Path, model: str) -> int | None:
 
 def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None) -> dict:
     """Per served model: its :class:`~hgresearch.sim.calibrate.Calibration` on its alone-runs
-    (every rate; the runs table's columns via :func:`hgresearch.ingest.read_runs`)."""
-    from hgresearch.ingest import read_runs
+    (every rate; the runs table's columns via :func:`hgresearch.data.ingest.read_runs`)."""
+    from hgresearch.data.ingest import read_runs
     from hgresearch.sim.calibrate import calibrate, replica_for
-    from hgresearch.sim.workload import run_workload
+    from hgresearch.sim.replay import run_workload
 
     root = Path(root)
     runs = runs or experiment_runs(root)
@@ -93,10 +93,10 @@ def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None) -> d
 
 def simulate_fleet_run(run_dir: str | Path, calibrations: dict) -> dict:
     """The simulated summary of one measured fleet run (its requests replayed, its policy)."""
-    from hgresearch.metrics import summarize
-    from hgresearch.routing import make_policy
+    from hgresearch.data.summary import summarize
     from hgresearch.sim.fleet import SimReplica, simulate_fleet
-    from hgresearch.sim.workload import replay_workload
+    from hgresearch.sim.replay import replay_workload
+    from hgresearch.traffic.routing import make_policy
 
     config = read_config(run_dir)["config"]
     endpoints = config["fleet"]

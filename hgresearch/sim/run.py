@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hgresearch.data.summary import summarize
 from hgresearch.errors import InputError
 from hgresearch.executors import Executor
-from hgresearch.metrics import summarize
-from hgresearch.reference import REPO_ROOT
+from hgresearch.paths import REPO_ROOT
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.energy import energy_meter
+from hgresearch.sim.replay import reference_workload
 from hgresearch.sim.simulator import SIMULATED, make_requests, requests_frame, run_replica
 from hgresearch.sim.validation import code_digest, fit_all
-from hgresearch.sim.workload import reference_workload
 
 #: Our own measured runs with per-request records that are calibrated beside the paper's.
 OWN_CALIBRATION_RUNS = REPO_ROOT / "data" / "raw" / "cpu-tiny"
@@ -27,8 +27,8 @@ OWN_CALIBRATION_RUNS = REPO_ROOT / "data" / "raw" / "cpu-tiny"
 def calibration_runs(reference: str | Path | None = None) -> pd.DataFrame:
     """The runs the simulator is calibrated on: the paper's reference runs (verified, from
     ``reference`` or the lookup order) and :data:`OWN_CALIBRATION_RUNS`."""
-    from hgresearch.ingest import read_runs
-    from hgresearch.reference import reference_dir
+    from hgresearch.data.ingest import read_runs
+    from hgresearch.data.reference import reference_dir
 
     sources: list[Path] = [reference_dir("ionet-aibc2025", source=reference)]
     if OWN_CALIBRATION_RUNS.is_dir():
@@ -51,7 +51,7 @@ def calibrations(runs: pd.DataFrame, build_dir: str | Path | None = None, *,
     cached under ``<build_dir>/cache/models`` by a hash of the runs and the simulator's code
     (shared by ``hgresearch sim run`` and notebook 07); ``executor`` (default: ``n_jobs``
     processes) fits the configurations when the cache has none."""
-    from hgresearch.models.cache import cached
+    from hgresearch.cache import cached
 
     return cached(build_dir, "sim_calibrations", runs, {"sim_code": code_digest()},
                   lambda: fit_all(runs, n_jobs=n_jobs, executor=executor))
@@ -133,9 +133,9 @@ def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_pr
 
 
 def write_run_folder(run: SimulatedRun, run_dir: str | Path) -> Path:
-    """Write a run-like folder (requests, summary, config) through :mod:`hgresearch.runfolder`.
+    """Write a run-like folder (requests, summary, config) through :mod:`hgresearch.data.runfolder`.
     Refuses a folder that already holds a run (nothing measured is overwritten)."""
-    from hgresearch.runfolder import (
+    from hgresearch.data.runfolder import (
         REQUESTS_FILE,
         RecordWriter,
         is_finished,

@@ -10,13 +10,13 @@ from math import inf
 import numpy as np
 import pandas as pd
 
+from hgresearch.data.runfolder import requests_table
 from hgresearch.errors import InputError
-from hgresearch.routing import Router, RouteRequest
-from hgresearch.runfolder import requests_table
 from hgresearch.sim import events
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.scheduler import VllmV1Scheduler
 from hgresearch.sim.step_time import StepTimeModel
+from hgresearch.traffic.routing import Router, RouteRequest
 
 #: ``source`` of every row of a simulated requests table.
 SIMULATED = "simulated"
@@ -96,7 +96,7 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
                  skip_quiet_steps: bool = True) -> tuple[list[ReplicaRun], list[int]]:
     """Simulate ``requests`` (indices 0..n-1) on several replicas with ONE clock and heap.
 
-    At each arrival ``router`` (a :class:`hgresearch.routing.Router`; None: every request to
+    At each arrival ``router`` (a :class:`hgresearch.traffic.routing.Router`; None: every request to
     replica 0) picks the replica from the replicas' outstanding work at that instant; each
     completion releases it at the instant it happens. At the same instant arrivals come
     before step ends (:mod:`hgresearch.sim.events`). A replica's stretch of quiet decode steps
@@ -180,7 +180,7 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
 
 def requests_frame(run: ReplicaRun) -> pd.DataFrame:
     """The requests table of a simulated run: the measured table's columns
-    (:func:`~hgresearch.runfolder.requests_table` derives TTFT/E2EL/TPOT the same way),
+    (:func:`~hgresearch.data.runfolder.requests_table` derives TTFT/E2EL/TPOT the same way),
     plus ``source`` (``"simulated"``) and ``num_preemptions``.
 
     Times are ns from the first send (t = 0); the simulated client sends exactly on time
@@ -225,15 +225,15 @@ def simulate_replica(
         config: the replica's KV blocks and scheduler limits.
         step_model: step durations (e.g. :class:`~hgresearch.sim.step_time.LinearStepTimeModel`).
         arrivals_s: send time of each request, s from the run start (any order; e.g.
-            :func:`hgresearch.arrivals.vllm085_send_offsets_s` for the paper's schedule or
-            :func:`hgresearch.arrivals.arrival_offsets_ns` / 1e9 for ours).
+            :func:`hgresearch.traffic.arrivals.vllm085_send_offsets_s` for the paper's schedule or
+            :func:`hgresearch.traffic.arrivals.arrival_offsets_ns` / 1e9 for ours).
         prompt_tokens, output_tokens: each request's prompt length and the output tokens it
             generates (as with ``ignore_eos``: exactly this many).
 
     Returns:
         The requests table (the measured one's columns, one row per request, in input order)
         with ``source = "simulated"`` and ``num_preemptions``;
-        :func:`hgresearch.metrics.summarize` computes the same summary from it as from a
+        :func:`hgresearch.data.summary.summarize` computes the same summary from it as from a
         measured run.
 
     Raises:

@@ -1,6 +1,6 @@
 """Validation: leave-one-QPS-out for every configuration, and the fits on all points.
 
-For each configuration (the runs table's :data:`~hgresearch.keys.CONFIG_KEYS`;
+For each configuration (the runs table's :data:`~hgresearch.identity.CONFIG_KEYS`;
 repeated runs of a rate averaged into one point), each offered rate in turn is held out: the
 coefficients are fitted on the other rates only (:func:`hgresearch.sim.calibrate.calibrate`,
 whose start is computed from those rates too), then the held-out rate is simulated and compared
@@ -9,23 +9,21 @@ with its measurement. The held-out row never reaches the fit (a test checks it).
 
 from __future__ import annotations
 
-import hashlib
 import math
-from pathlib import Path
 
 import pandas as pd
 
-from hgresearch.catalogs import CATALOG_DIR
+from hgresearch.cache import source_digest
+from hgresearch.data.ingest import select_repeats
 from hgresearch.executors import Executor
-from hgresearch.ingest import select_repeats
-from hgresearch.keys import CONFIG_KEYS, config_label
+from hgresearch.identity import CONFIG_KEYS, config_label
 from hgresearch.sim.calibrate import (
     Calibration,
     calibrate,
     replica_for_runs,
     simulate_summary,
 )
-from hgresearch.sim.workload import Workload, run_workload
+from hgresearch.sim.replay import Workload, run_workload
 
 #: Metrics the validation reports (runs-table names), and the goal on each (MAPE, %).
 VALIDATION_METRICS = ("request_throughput_rps", "output_throughput_tok_per_s", "mean_tpot_ms",
@@ -39,12 +37,11 @@ MAPE_COLUMNS = {"request_throughput_rps": "request_throughput_mape_pct",
                 "p90_ttft_ms": "p90_ttft_mape_pct", "p99_ttft_ms": "p99_ttft_mape_pct"}
 #: The p90 TTFT goal applies where the measured TTFT exceeds this (ms).
 TTFT_GOAL_ABOVE_MS = 50.0
-_SIM_DIR = Path(__file__).resolve().parent
 
 
 #: Modules whose source decides the calibration, validation and SLO results (the cache key).
-_RESULT_MODULES = ("calibrate", "capacity", "entities", "events", "scheduler", "simulator",
-                   "slo", "step_time", "validation", "workload")
+_RESULT_MODULES = ("calibrate", "replica_limits", "entities", "events", "scheduler", "simulator",
+                   "slo_rate", "step_time", "validation", "replay")
 
 
 def code_digest() -> str:
@@ -52,19 +49,13 @@ def code_digest() -> str:
     the shared length/arrival code and the catalogs it reads): part of every cache key, so a
     changed simulator never reuses old results (and a changed report or CLI does not
     recompute them)."""
-    digest = hashlib.sha256()
-    paths = ([_SIM_DIR / f"{name}.py" for name in _RESULT_MODULES]
-             + [_SIM_DIR.parent / "lengths.py", _SIM_DIR.parent / "arrivals.py"]
-             + sorted(CATALOG_DIR.glob("*.csv")))
-    for path in paths:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return source_digest(*(f"sim/{name}.py" for name in _RESULT_MODULES),
+                         "traffic/lengths.py", "traffic/arrivals.py", "data/catalogs/*.csv")
 
 
 def configuration_points(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """``(label, points)`` per configuration: one row per offered rate (repeats averaged),
-    sorted by rate. The label is :func:`hgresearch.keys.config_label`'s."""
+    sorted by rate. The label is :func:`hgresearch.identity.config_label`'s."""
     points = select_repeats(runs, "mean")
     out = []
     for _, group in points.groupby(CONFIG_KEYS, sort=True, dropna=False):
@@ -121,7 +112,7 @@ def validation_table(points: pd.DataFrame, spread_summary: pd.DataFrame | None =
     """Per configuration: MAPE (%) of each metric over its held-out rates (p90 TTFT only where
     measured above :data:`TTFT_GOAL_ABOVE_MS`), then an ``all configurations`` row (mean over
     every held-out point), a ``worst configuration`` row and, when ``spread_summary``
-    (:func:`hgresearch.models.uncertainty.run_to_run_spread`'s summary) is given, the
+    (:func:`hgresearch.fits.uncertainty.run_to_run_spread`'s summary) is given, the
     ``run-to-run spread`` row: the median relative std (%) of repeated measured points, the
     noise floor no prediction can beat."""
     data = points.copy()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hgresearch.bench.server import (
+from hgresearch.bench.server.vllm import (
     DEFAULT_VLLM_VENV,
     ServerConfig,
     ServerError,
@@ -51,7 +51,7 @@ def vllm_python() -> str:
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hgresearch.modelsynth import synth_model
+    from hgresearch.bench.dummy_model import synth_model
 
     return synth_model("tiny-llama-cpu", tmp_path_factory.mktemp("models") / "tiny-llama-cpu")
 
@@ -95,7 +95,7 @@ def test_broken_model_dir_fails_with_log_tail(vllm_python: str, tiny_model: Path
 def test_sweep_interrupt_resume_and_cross_checks(vllm_python: str, tiny_model: Path,
                                                  tmp_path: Path) -> None:
     from hgresearch.bench.runner import summarize_run_dir
-    from hgresearch.ingest import read_runs
+    from hgresearch.data.ingest import read_runs
 
     spec = yaml.safe_load(SWEEP_FILE.read_text())
     out_dir = tmp_path / "raw"

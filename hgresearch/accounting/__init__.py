@@ -1,0 +1,1 @@
+"""Accounting: cost, energy and carbon of runs, and the server-versus-client cross-checks."""

@@ -1,0 +1,165 @@
+"""``hgresearch fleet``: the fleet planner (docs/planner.md).
+
+``fleet plan`` finds the cheapest (or lowest-carbon) mix of configurations for a load and its
+SLOs, checks it by simulation, compares it with single-hardware fleets and writes a fleet file.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hgresearch.cli import app
+from hgresearch.cli.errors import command
+from hgresearch.cli.options import (
+    Address,
+    BuildDir,
+    ExecutorOption,
+    ReferenceSource,
+    executor_of,
+    output_option,
+)
+from hgresearch.executors import ExecutorKind
+
+fleet_app = typer.Typer(help="Plan fleets of GPU configurations (docs/planner.md).",
+                        no_args_is_help=True)
+app.add_typer(fleet_app, name="fleet")
+
+DEFAULT_CANDIDATES = ["1x H100-PCIe", "2x RTX-4090", "4x RTX-4090", "8x RTX-4090"]
+
+
+class StepTimes(StrEnum):
+    """Where the simulated replicas' step times come from."""
+
+    CALIBRATED = "calibrated"
+    ROOFLINE = "roofline"
+
+
+@command(fleet_app, "plan")
+def plan(
+    model: Annotated[str, typer.Option(help="Model (hgresearch/data/catalogs/"
+                                       "model_architectures.csv).")]
+    = "DeepSeek-R1-Distill-Qwen-14B",
+    qps: Annotated[float, typer.Option(help="Demand: requests per second.")] = 20.0,
+    slo: Annotated[list[str] | None, typer.Option(
+        help="SLO class, repeatable: [NAME=]SPEC[@SHARE], SPEC 'batch' or pXX_ttft:MS / "
+             "pXX_tpot:MS joined by commas (e.g. p99_ttft:500).")] = None,
+    length: Annotated[list[str] | None, typer.Option(
+        help="Length class, repeatable: NAME=PROMPT:OUTPUT[@FRACTION] tokens.")] = None,
+    candidate: Annotated[list[str] | None, typer.Option(
+        help="Candidate configuration 'Nx GPU', repeatable (default: 1x H100-PCIe, 2x/4x/8x "
+             "RTX-4090).")] = None,
+    max_: Annotated[list[str] | None, typer.Option(
+        "--max", help="Availability cap, repeatable: GPU=N GPUs of a type, or 'Nx GPU=N' "
+                      "replicas of a configuration.")] = None,
+    objective: Annotated[str, typer.Option(help="cost, carbon, or weighted (cost + "
+                                           "--carbon-price × kg CO2e).")] = "cost",
+    carbon_price: Annotated[float, typer.Option(help="USD per kg CO2e (objective weighted).")]
+    = 0.1,
+    prices: Annotated[str, typer.Option(help="Price scenario of hgresearch/data/catalogs/"
+                                        "prices.csv (alternative, hyperscaler).")]
+    = "alternative",
+    owned: Annotated[list[str] | None, typer.Option(
+        help="GPU type already owned (pays electricity only), repeatable.")] = None,
+    electricity: Annotated[str, typer.Option(help="Region of hgresearch/data/catalogs/"
+                                             "electricity_prices.csv for owned GPUs.")]
+    = "EU-27",
+    grid: Annotated[str, typer.Option(help="Grid region of hgresearch/data/catalogs/"
+                                      "grid_carbon.csv.")] = "EU-27",
+    hardware_scenario: Annotated[str, typer.Option(
+        help="Embodied carbon: new (charged) or idle_consumer (consumer GPUs' is sunk).")]
+    = "new",
+    step_times: Annotated[StepTimes, typer.Option(
+        help="Step times of the simulated replicas: calibrated (the simulator's calibration "
+             "on the reference runs, as notebook 07 fits it; cached in --build-dir: after "
+             "`make reproduce` it is there, else the first call fits it, minutes) or roofline "
+             "(the physical floor alone: optimistic latencies, overstated capacity).")]
+    = StepTimes.CALIBRATED,
+    source: ReferenceSource = None,
+    check_seeds: Annotated[int, typer.Option(help="Seeds of the simulated check.")] = 3,
+    max_rounds: Annotated[int, typer.Option(help="Re-plan at most this many times when the "
+                                            "simulated check misses an SLO.")] = 5,
+    output: Annotated[Path | None, output_option("Fleet file (YAML) of the plan, for "
+                                                 "'hgresearch sim fleet' and 'bench --fleet'.")]
+    = None,
+    base_url: Annotated[list[str] | None, typer.Option(
+        help="Live endpoint of a planned replica, repeatable: 'Nx GPU=URL', one per replica "
+             "of every configuration the plan uses (makes -o a live fleet file for "
+             "'bench --fleet').")] = None,
+    build_dir: BuildDir = Path("build"),
+    executor: ExecutorOption = ExecutorKind.PROCESS,
+    address: Address = None,
+) -> None:
+    """Plan a fleet for one request rate: the plan, its simulated check, and the
+    single-configuration baselines."""
+    from hgresearch.plan import (
+        CarbonSettings,
+        Demand,
+        LengthClass,
+        PlanProblem,
+        PriceScenario,
+        SimulatedCapacity,
+        baselines,
+        capacity_table,
+        plan_and_check,
+        replica_settings,
+        validate,
+        write_fleet_file,
+    )
+    from hgresearch.plan.options import (
+        parse_base_urls,
+        parse_candidate,
+        parse_caps,
+        parse_length,
+        parse_slo,
+    )
+    from hgresearch.report.plan import check_table, comparison_table, fleet_table
+
+    slo_classes = tuple(parse_slo(text, i) for i, text in enumerate(slo or ["p99_ttft:500"]))
+    lengths = tuple(parse_length(t) for t in length) if length else (
+        LengthClass("default", 1024, 128),)
+    candidates, gpu_caps = parse_caps(max_ or [], [parse_candidate(c) for c in
+                                                  candidate or DEFAULT_CANDIDATES])
+    problem = PlanProblem(
+        model=model, demand=Demand.steady(qps), length_classes=lengths,
+        slo_classes=slo_classes, candidates=tuple(candidates),
+        prices=PriceScenario(prices, tuple(owned or ()), electricity),
+        carbon=CarbonSettings(grid_region=grid, hardware_scenario=hardware_scenario),
+        gpu_caps=gpu_caps)
+    validate(problem)
+    runner = executor_of(executor, address)
+    if step_times == StepTimes.CALIBRATED:
+        from hgresearch.sim import fleet as sim_fleet
+
+        provider = SimulatedCapacity(fits=sim_fleet.fleet_calibrations(build_dir, source,
+                                                                      executor=runner),
+                                     source="calibrated on the reference runs")
+    else:
+        provider = SimulatedCapacity()
+    capacities = capacity_table(problem, provider, build_dir=build_dir, executor=runner)
+    kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price,
+              **replica_settings(problem, provider)}
+    checked = plan_and_check(problem, capacities, seeds=tuple(range(check_seeds)),
+                             max_rounds=max_rounds, **kwargs)
+    fmt = {"float_format": lambda x: f"{x:.4g}", "index": False}
+    typer.echo(f"{model} at {qps:g} req/s; SLO classes: "
+               + "; ".join(f"{s.name}: {s.describe()}" for s in slo_classes)
+               + f"; prices {problem.prices.describe()}; grid {grid}; objective {objective}")
+    if (capacities.step_time_source == "roofline floor only (uncalibrated)").any():
+        typer.echo("note: capacities come from the simulator on the roofline floor alone "
+                   "(uncalibrated: optimistic latencies, overstated capacity)", err=True)
+    typer.echo("\nplan:")
+    typer.echo(fleet_table(checked.plan).to_string(**fmt))
+    verdict = "passed" if checked.passed else "MISSED"
+    typer.echo(f"\nsimulated check ({check_seeds} seeds, {checked.checks[-1][0].num_requests} "
+               f"requests each; {checked.rounds} round(s)): {verdict}")
+    typer.echo(check_table(checked.checks[-1][0]).to_string(**fmt))
+    typer.echo("\nbaselines (single hardware, no availability caps):")
+    typer.echo(comparison_table(checked.plan, baselines(problem, capacities, **{
+        **kwargs, "capacity_scale": checked.capacity_scale})).to_string(**fmt))
+    if output is not None:
+        urls = parse_base_urls(base_url, model) if base_url else None
+        typer.echo(f"\nwrote {write_fleet_file(checked.plan, output, base_urls=urls)}")

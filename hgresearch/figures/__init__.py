@@ -1,1 +1,0 @@
-"""One function per figure; all share :mod:`hgresearch.figures.style` and save deterministically."""

@@ -1,0 +1,181 @@
+"""SLO capacity from the simulator: the highest offered rate at which a TTFT percentile SLO
+holds, for every configuration × SLO.
+
+* **Capacity** (``capacity_rps``): the replica's sustained throughput: a burst of
+  :data:`CAPACITY_REQUESTS` requests at once, completions per second between the 10th and 90th
+  percentile completion (the drain of the last long requests excluded).
+* **SLO rate** (``slo_rate_qps``): under the paper's protocol (200 requests, vLLM 0.8.5's
+  seeded Poisson arrivals, the configuration's length mix), the highest rate ≤ capacity at which
+  the simulated percentile TTFT is within the limit, by bisection on the rate
+  (:data:`BISECTION_STEPS` halvings; every SLO of a configuration shares the simulations). When
+  the SLO holds at capacity, the rate is the capacity (``limited_by = "capacity"``); a fixed-count
+  run above capacity would pass a loose SLO only because it ends. When it fails even at
+  :data:`MIN_RATE_FRACTION` × capacity: 0 (``limited_by = "slo"``).
+* **Interval**: the same over :data:`LENGTH_SEEDS` draws of the length mix (the paper's own
+  lengths are unknown), ``slo_rate_low_qps``/``slo_rate_high_qps``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from hgresearch.accounting.costs import cost_per_million_tok_at_rate_usd
+from hgresearch.data.catalogs import gpu_price_or_nan
+from hgresearch.sim.calibrate import Calibration, simulate_summary
+from hgresearch.sim.replay import reference_workload
+from hgresearch.sim.run import measured_mean_lengths
+from hgresearch.units import TOKENS_PER_MILLION
+
+CAPACITY_REQUESTS = 1000
+BISECTION_STEPS = 10
+MIN_RATE_FRACTION = 0.02
+LENGTH_SEEDS = (0, 1, 2)
+#: Default SLOs: (column, limit ms), as the fitted models' table has them.
+DEFAULT_SLO_LIMITS_MS = (50, 100, 200, 500, 1000, 2000, 5000)
+DEFAULT_SLO_METRICS = ("p90_ttft_ms", "p99_ttft_ms")
+
+
+def sustained_capacity_rps(fit: Calibration, mean_prompt_tokens: float,
+                           mean_output_tokens: float, *, length_seed: int = 0) -> float:
+    """Completions per second in the middle 80% of a :data:`CAPACITY_REQUESTS` burst."""
+    from hgresearch.sim.calibrate import simulate_times
+
+    workload = reference_workload(float("inf"), CAPACITY_REQUESTS, mean_prompt_tokens,
+                                  mean_output_tokens, length_seed=length_seed)
+    times = simulate_times(fit.replica, fit.coefficients, workload)
+    done = np.sort(times.done_s)
+    lo, hi = int(0.1 * len(done)), int(0.9 * len(done)) - 1
+    return float((hi - lo) / (done[hi] - done[lo]))
+
+
+def slo_rates(fit: Calibration, slos: Sequence[tuple[str, float]], mean_prompt_tokens: float,
+              mean_output_tokens: float, capacity_rps: float, *, num_prompts: int = 200,
+              length_seed: int = 0) -> list[float]:
+    """Highest rate (≤ ``capacity_rps``) at which each ``(metric, limit_ms)`` holds (bisection,
+    see the module docstring); simulations are shared between the SLOs."""
+    cache: dict[float, dict[str, float]] = {}
+
+    def summary(rate: float) -> dict[str, float]:
+        if rate not in cache:
+            workload = reference_workload(rate, num_prompts, mean_prompt_tokens,
+                                          mean_output_tokens, length_seed=length_seed)
+            cache[rate] = simulate_summary(fit.replica, fit.coefficients, workload)
+        return cache[rate]
+
+    out = []
+    for metric, limit_ms in slos:
+        if summary(capacity_rps)[metric] <= limit_ms:
+            out.append(capacity_rps)
+            continue
+        lo, hi = MIN_RATE_FRACTION * capacity_rps, capacity_rps
+        if summary(lo)[metric] > limit_ms:
+            out.append(0.0)
+            continue
+        for _ in range(BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if summary(mid)[metric] <= limit_ms else (lo, mid)
+        out.append(lo)
+    return out
+
+
+def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
+                       slo_limits_ms: Sequence[float] = DEFAULT_SLO_LIMITS_MS,
+                       slo_metrics: Sequence[str] = DEFAULT_SLO_METRICS,
+                       scenario: str = "alternative") -> pd.DataFrame:
+    """One row per configuration × SLO: ``capacity_rps``, ``slo_rate_qps`` (length seed 0),
+    its interval over :data:`LENGTH_SEEDS`, ``limited_by``, the best request throughput the
+    configuration measured (``best_measured_rps``; ``points`` = its measured points by label,
+    whose token totals set the length mix), and at the SLO rate the tokens per second
+    (prompt + output) and their cost per 1M tokens and tokens per dollar under the
+    ``scenario``'s hourly prices (NaN where the price catalog has no price, e.g. CPU)."""
+    slos = [(m, float(limit)) for m in slo_metrics for limit in slo_limits_ms]
+    rows = []
+    for label, fit in fits.items():
+        pts = points[label]
+        mean_in, mean_out = measured_mean_lengths(pts)
+        price = gpu_price_or_nan(fit.replica.gpu_name, scenario)
+        per_seed = []
+        capacities = []
+        for seed in LENGTH_SEEDS:
+            capacity = sustained_capacity_rps(fit, mean_in, mean_out, length_seed=seed)
+            capacities.append(capacity)
+            per_seed.append(slo_rates(fit, slos, mean_in, mean_out, capacity,
+                                      length_seed=seed))
+        rates = np.array(per_seed)
+        for j, (metric, limit) in enumerate(slos):
+            rate = float(rates[0, j])
+            tok_per_s = rate * (mean_in + mean_out)
+            cost = (cost_per_million_tok_at_rate_usd(tok_per_s, fit.replica.num_gpus, price)
+                    if tok_per_s > 0 else math.nan)
+            rows.append({
+                "configuration": label,
+                "slo": f"{metric.removesuffix('_ms')} ≤ {limit:g} ms",
+                "capacity_rps": capacities[0],
+                "slo_rate_qps": rate,
+                "slo_rate_low_qps": float(rates[:, j].min()),
+                "slo_rate_high_qps": float(rates[:, j].max()),
+                "limited_by": ("capacity" if rate >= capacities[0]
+                               else "slo" if rate == 0.0 else "latency"),
+                "best_measured_rps": float(pts.request_throughput_rps.max()),
+                "slo_tok_per_s": tok_per_s,
+                "cost_usd_per_1m_tok": cost,
+                "tok_per_usd": TOKENS_PER_MILLION / cost if math.isfinite(cost) else math.nan,
+            })
+    return pd.DataFrame(rows)
+
+
+def measured_agreement(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
+                       slo_limits_ms: Sequence[float] = DEFAULT_SLO_LIMITS_MS,
+                       slo_metrics: Sequence[str] = DEFAULT_SLO_METRICS) -> pd.DataFrame:
+    """At each measured point and SLO: does the simulation (fit on all points) give the same
+    verdict (SLO met or not) as the measurement? One row per point × SLO with ``measured_ms``,
+    ``simulated_ms`` and ``agrees``."""
+    from hgresearch.sim.replay import run_workload
+
+    rows = []
+    for label, fit in fits.items():
+        for _, point in points[label].iterrows():
+            sim = simulate_summary(fit.replica, fit.coefficients, run_workload(point))
+            for metric in slo_metrics:
+                for limit in slo_limits_ms:
+                    measured_ok = float(point[metric]) <= limit
+                    rows.append({"configuration": label,
+                                 "request_rate_qps": float(point.request_rate_qps),
+                                 "slo": f"{metric.removesuffix('_ms')} ≤ {limit:g} ms",
+                                 "measured_ms": float(point[metric]),
+                                 "simulated_ms": sim[metric],
+                                 "agrees": measured_ok == (sim[metric] <= limit)})
+    return pd.DataFrame(rows)
+
+
+def agreement_table(agreement: pd.DataFrame,
+                    held_out: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`measured_agreement` per measured point and percentile (one row per
+    configuration × rate × metric instead of × SLO): the measured and simulated percentile
+    (ms), the simulation's error (%), in how many of the SLO limits the verdicts agree and at
+    which limits they differ (``disagree_at_ms``, empty when none). With ``held_out`` (the
+    leave-one-QPS-out points of :func:`hgresearch.sim.validation.leave_one_qps_out`), also
+    the percentile predicted by a calibration that never saw the point (``held_out_ms``)."""
+    data = agreement.copy()
+    data["metric"] = data.slo.str.split(" ").str[0] + "_ms"
+    data["limit_ms"] = data.slo.str.split(" ").str[2].astype(float)
+    keys = ["configuration", "request_rate_qps", "metric"]
+    rows = []
+    for key, group in data.groupby(keys, sort=False):
+        measured, simulated = float(group.measured_ms.iloc[0]), float(group.simulated_ms.iloc[0])
+        rows.append({**dict(zip(keys, key, strict=True)), "measured_ms": measured,
+                     "simulated_ms": simulated,
+                     "error_pct": 100.0 * (simulated / measured - 1.0),
+                     "verdicts_agree": f"{int(group.agrees.sum())}/{len(group)}",
+                     "disagree_at_ms": " ".join(f"{v:g}" for v in
+                                                group.limit_ms[~group.agrees])})
+    out = pd.DataFrame(rows)
+    if held_out is not None and len(held_out):
+        predicted = held_out.rename(columns={"held_out_qps": "request_rate_qps",
+                                             "predicted": "held_out_ms"})
+        out = out.merge(predicted[keys + ["held_out_ms"]], on=keys, how="left")
+    return out

@@ -1,0 +1,82 @@
+"""The models on the paper's 130 reference runs: roofline never exceeded (and the check has
+teeth), validation table, ratio audit, run-to-run spread, and the fits' speed."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+
+from hgresearch.accounting.costs import add_costs
+from hgresearch.data.ingest import read_runs
+from hgresearch.fits import ModelWarning
+from hgresearch.fits.fit_all import fit_models
+from hgresearch.fits.roofline import roofline_table
+from hgresearch.fits.uncertainty import run_to_run_spread
+from hgresearch.fits.validation import leave_one_qps_out, validation_table
+from hgresearch.report.ratio_audit import audit_table, audit_verdicts, comparison_rows
+
+
+@pytest.fixture(scope="module")
+def runs(reference_dir):
+    return add_costs(read_runs([reference_dir]), "alternative")
+
+
+@pytest.fixture(scope="module")
+def models(runs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ModelWarning)
+        start = time.perf_counter()
+        result = fit_models(runs)
+        result.seconds = time.perf_counter() - start
+    return result
+
+
+def test_fits_cover_every_configuration(runs, models):
+    assert len(models.capacity) == 24
+    assert (models.capacity.capacity_rps > 0).all()
+
+
+@pytest.mark.timing
+def test_fits_are_fast(models):
+    assert models.seconds < 10.0  # a few seconds on a shared 2-core machine
+
+
+def test_no_reference_run_exceeds_its_roofline(runs):
+    table = roofline_table(runs)
+    assert len(table) == 130
+    assert not table.exceeds_bound.any()
+    assert table.decode_ratio.max() < 1.0 and table.prefill_ratio.max() < 1.0
+
+
+def test_wrong_weight_bytes_would_break_the_bound(runs):
+    """The FP8 checkpoint counted at 2 bytes/weight makes its runs beat physics."""
+    fp8 = "Llama-3.1-Nemotron-70B-Instruct-HF-FP8-dynamic"
+    with pytest.warns(ModelWarning, match="exceed their bound"):
+        table = roofline_table(runs, model_overrides={fp8: {"weight_bytes_per_param": 2}})
+    assert set(table[table.exceeds_bound].model) == {fp8}
+
+
+def test_validation_table_on_reference(runs, models):
+    predictions = leave_one_qps_out(runs, models.schedule)
+    table = validation_table(predictions)
+    overall = table[table.configuration == "all configurations"].iloc[0]
+    assert overall.n_folds == 120
+    assert overall.throughput_mape_pct < 15.0
+    assert overall.ttft_p90_n > 0
+
+
+def test_ratio_audit_finds_the_75_percent_definition(runs, models):
+    comparisons = comparison_rows(runs, models.capacity)
+    verdicts = audit_verdicts(audit_table(comparisons)).set_index("claim")
+    assert "2x 4090" in verdicts.loc["up to 75% lower cost per token", "reproduced_by"]
+    at_one = comparisons[comparisons.definition == "matched load @ 1 req/s"]
+    # at 1 req/s every configuration keeps up: throughput ratio ≈ 1
+    assert at_one.throughput_ratio.between(0.97, 1.03).all()
+
+
+def test_run_to_run_spread_of_repeated_points(runs):
+    points, summary = run_to_run_spread(runs)
+    assert set(points.model) == {"DeepSeek-R1-Distill-Qwen-1.5B", "DeepSeek-R1-Distill-Qwen-14B"}
+    assert (summary.n_points == 10).all()

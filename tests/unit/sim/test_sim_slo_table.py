@@ -1,0 +1,106 @@
+"""The paper's SLO-capacity table comes from the simulator (issue 10, item 5 and "Done when"):
+a value in every configuration × SLO row, no capacity below the best measured throughput, and
+the simulated percentile beside the measured one at every measured rate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hgresearch.paths import REPO_ROOT
+from hgresearch.sim.calibrate import StepCoefficients, replica_for
+from hgresearch.sim.slo_rate import (
+    DEFAULT_SLO_LIMITS_MS,
+    DEFAULT_SLO_METRICS,
+    agreement_table,
+    measured_agreement,
+)
+from hgresearch.sim.validation import configuration_points
+
+TABLES = REPO_ROOT / "paper" / "tables"
+
+
+@pytest.fixture(scope="module")
+def configurations(reference_dir):
+    """Measured points per configuration of everything the simulator is calibrated on."""
+    from hgresearch.sim.run import calibration_runs
+
+    return dict(configuration_points(calibration_runs(reference_dir)))
+
+
+def test_committed_slo_table_has_a_value_in_every_row_and_no_capacity_below_measured(
+        configurations):
+    table = pd.read_csv(TABLES / "sim_slo_capacity.csv")
+    num_slos = len(DEFAULT_SLO_LIMITS_MS) * len(DEFAULT_SLO_METRICS)
+    assert sorted(table.configuration.unique()) == sorted(configurations)
+    assert (table.groupby("configuration").slo.nunique() == num_slos).all()
+    assert len(table) == len(configurations) * num_slos
+    assert table.slo_rate_qps.notna().all() and table.capacity_rps.notna().all()
+    best = {label: float(pts.request_throughput_rps.max())
+            for label, pts in configurations.items()}
+    np.testing.assert_allclose(table.best_measured_rps, table.configuration.map(best),
+                               rtol=1e-5)
+    assert (table.capacity_rps >= table.best_measured_rps).all()
+    assert (table.slo_rate_qps <= table.capacity_rps * (1 + 1e-9)).all()
+    priced = ~table.configuration.str.endswith("CPU")
+    assert table.loc[priced & (table.slo_rate_qps > 0), "cost_usd_per_1m_tok"].notna().all()
+    # One SLO-capacity table: the curve fits' is no longer written (notebook 04).
+    assert not (TABLES / "models_slo_capacity.csv").exists()
+
+
+def test_committed_agreement_table_covers_every_measured_point(configurations):
+    table = pd.read_csv(TABLES / "sim_slo_agreement.csv", keep_default_na=False)
+    expected = {(label, float(rate), metric) for label, pts in configurations.items()
+                for rate in pts.request_rate_qps for metric in DEFAULT_SLO_METRICS}
+    got = set(zip(table.configuration, table.request_rate_qps.astype(float), table.metric,
+                  strict=True))
+    assert got == expected
+    for row in table.itertuples():
+        measured = configurations[row.configuration]
+        point = measured[np.isclose(measured.request_rate_qps, row.request_rate_qps)].iloc[0]
+        assert row.measured_ms == pytest.approx(float(point[row.metric]), rel=1e-5)
+        # verdicts_agree and disagree_at_ms count the same limits
+        limits = [float(v) for v in str(row.disagree_at_ms).split()]
+        agree, total = (int(v) for v in row.verdicts_agree.split("/"))
+        assert total == len(DEFAULT_SLO_LIMITS_MS) and agree == total - len(limits)
+        for limit in limits:  # a disagreement means the limit lies between the two
+            assert min(row.measured_ms, row.simulated_ms) <= limit * (1 + 1e-6)
+            assert max(row.measured_ms, row.simulated_ms) >= limit * (1 - 1e-6)
+
+
+def test_agreement_table_counts_verdicts_per_point():
+    """Constructed: a replica whose 'measurement' is its own simulation agrees everywhere;
+    shifting one measured p90 across a limit makes exactly that limit disagree."""
+    from hgresearch.sim.calibrate import Calibration, simulate_summary
+    from hgresearch.sim.replay import reference_workload
+
+    replica = replica_for("DeepSeek-R1-Distill-Qwen-14B", "H100-PCIe", 1)
+    coefficients = StepCoefficients(0.018, 3e-5, 1.5e-4, 0.004)
+    fit = Calibration(replica=replica, coefficients=coefficients, rel_se=(0.0, 0.0, 0.0),
+                      rates_qps=(2.0,), rms_log_error=0.0, num_simulations=0)
+    rows = []
+    for rate in (2.0, 8.0):
+        workload = reference_workload(rate, 200, 200.0, 180.0)
+        rows.append({"request_rate_qps": rate, "completed": 200,
+                     "total_input_tok": int(workload.prompt_tokens.sum()),
+                     "total_output_tok": int(workload.output_tokens.sum()),
+                     **simulate_summary(replica, coefficients, workload)})
+    points = pd.DataFrame(rows)
+    label = replica.label
+    table = agreement_table(measured_agreement({label: fit}, {label: points}))
+    assert len(table) == 2 * len(DEFAULT_SLO_METRICS)
+    assert (table.verdicts_agree == f"{len(DEFAULT_SLO_LIMITS_MS)}/"
+            f"{len(DEFAULT_SLO_LIMITS_MS)}").all()
+    np.testing.assert_allclose(table.simulated_ms, table.measured_ms, rtol=0.02)
+    simulated_p90 = float(table.simulated_ms[(table.request_rate_qps == 2.0)
+                                             & (table.metric == "p90_ttft_ms")].iloc[0])
+    limit = min(v for v in DEFAULT_SLO_LIMITS_MS if v > simulated_p90)
+    points.loc[0, "p90_ttft_ms"] = limit * 1.5
+    shifted = agreement_table(measured_agreement({label: fit}, {label: points}))
+    row = shifted[(shifted.request_rate_qps == 2.0) & (shifted.metric == "p90_ttft_ms")].iloc[0]
+    assert row.disagree_at_ms == f"{limit:g}"
+    held_out = pd.DataFrame([{"configuration": label, "held_out_qps": 2.0,
+                              "metric": "p90_ttft_ms", "predicted": 123.0}])
+    merged = agreement_table(measured_agreement({label: fit}, {label: points}), held_out)
+    assert merged.held_out_ms.notna().sum() == 1
