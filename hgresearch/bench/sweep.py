@@ -5,6 +5,8 @@ A sweep file (YAML, see ``sweeps/*.yaml`` and docs/serving.md)::
     name: cpu-tiny                 # label, recorded with every run
     out_dir: data/raw/cpu-tiny     # run folders go below it (relative to the current folder)
     qps: [1, 2, 4, inf]            # offered request rates (Poisson unless burstiness != 1)
+    duration_s: 240                # optional: each run sends rate x duration_s requests
+                                   # (sustained-load runs; replaces bench.num_prompts)
     repeats: 2                     # each repeat runs the whole QPS list once more
     warmup_requests: 4             # short requests after each server start, not recorded
     server: {dtype: float32}       # ServerConfig fields shared by every server entry
@@ -128,6 +130,9 @@ class Sweep:
     bench: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     source: str | None = None  #: the sweep file it was read from
+    #: Sustained-load runs: each run sends ``round(qps * duration_s)`` requests (None: the
+    #: bench's ``num_prompts``).
+    duration_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,7 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
     if not isinstance(data, dict):
         raise InputError("expected a mapping at the top level", file=file)
     known = {"name", "description", "out_dir", "qps", "repeats", "warmup_requests", "bench",
-             "server", "servers"}
+             "server", "servers", "duration_s"}
     for key in data:
         if key not in known:
             raise InputError(f"unknown key; expected one of {sorted(known)}", file=file,
@@ -192,6 +197,15 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
     qps = [_parse_qps(v, file) for v in qps_raw]
     if not qps:
         raise InputError("expected at least one QPS value", file=file, field="qps")
+    duration_s = data.get("duration_s")
+    if duration_s is not None:
+        if (isinstance(duration_s, bool) or not isinstance(duration_s, int | float)
+                or not duration_s > 0 or math.isinf(duration_s)):
+            raise InputError(f"expected a positive number of seconds, got {duration_s!r}",
+                             file=file, field="duration_s")
+        if any(math.isinf(q) for q in qps):
+            raise InputError("duration_s needs finite rates (inf sends all at once)",
+                             file=file, field="qps")
     repeats = data.get("repeats", 1)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"expected a positive integer, got {repeats!r}", file=file,
@@ -262,7 +276,8 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
         out_dir = base_dir / out_dir
     return Sweep(name=str(data["name"]), out_dir=out_dir, qps=qps, servers=servers,
                  repeats=repeats, warmup_requests=warmup, bench=dict(bench),
-                 description=str(data.get("description", "")), source=file)
+                 description=str(data.get("description", "")), source=file,
+                 duration_s=None if duration_s is None else float(duration_s))
 
 
 def load_sweep(path: str | Path, *, base_dir: Path | None = None) -> Sweep:
@@ -373,6 +388,8 @@ def bench_config(sweep: Sweep, entry: SweepServer, qps: float, base_url: str) ->
     values.update({"base_url": base_url, "model": entry.server.name, "request_rate_qps": qps,
                    "gpu_name": entry.gpu_name, "gpu_count": entry.gpu_count,
                    "tensor_parallel_size": entry.server.tensor_parallel_size})
+    if sweep.duration_s is not None:
+        values["num_prompts"] = max(1, round(qps * sweep.duration_s))
     # Warm-up happens once per server start (see run_sweep); runs measure a warm server.
     values.setdefault("warmup_requests", 0)
     unknown = sorted(set(values) - fields)

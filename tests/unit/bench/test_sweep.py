@@ -65,6 +65,8 @@ def test_run_folders_are_named_by_model_hardware_qps_and_repeat(tmp_path: Path) 
 @pytest.mark.parametrize("change, field", [
     ({"qps": [0]}, "qps"),
     ({"repeats": 0}, "repeats"),
+    ({"duration_s": -5}, "duration_s"),
+    ({"duration_s": 60}, "qps"),  # MINIMAL has an inf rate: no duration to fill
     ({"colour": "red"}, "colour"),
     ({"servers": [{"synth": "nope"}]}, "servers[0].synth"),
     ({"servers": [{"server": {"model": "m", "tp": 2}}]}, "servers[0].server"),
@@ -76,6 +78,16 @@ def test_bad_sweep_files_name_the_field(tmp_path: Path, change: dict, field: str
     with pytest.raises(InputError) as err:
         load_sweep(path)
     assert err.value.field == field and err.value.file == str(path)
+
+
+def test_duration_s_sends_rate_times_duration_requests(tmp_path: Path) -> None:
+    """Sustained-load sweeps: every rate runs about as long, whatever bench.num_prompts says."""
+    sweep = parse_sweep({**MINIMAL, "qps": [2, 0.5], "duration_s": 90,
+                         "bench": {"num_prompts": 7}}, base_dir=tmp_path)
+    counts = [bench_config(sweep, sweep.servers[0], q, "http://x").num_prompts for q in sweep.qps]
+    assert counts == [180, 45]
+    plain = parse_sweep({**MINIMAL, "bench": {"num_prompts": 7}}, base_dir=tmp_path)
+    assert bench_config(plain, plain.servers[0], 1.0, "http://x").num_prompts == 7
 
 
 def test_unknown_bench_field_is_an_error(tmp_path: Path) -> None:
