@@ -1,5 +1,6 @@
 """Cost of benchmark runs: cost per run, per 1M tokens (input+output, as the paper) and per 1M
-output tokens, tokens per dollar, under a price scenario from ``hgresearch/data/catalogs/prices.csv``."""
+output tokens, tokens per dollar, under a price scenario from
+``hgresearch/data/catalogs/prices.csv``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Analysis of runs we served ourselves: the server's own accounting beside the client's, and
 the peer comparison of our client with vLLM's (``vllm bench serve``).
 
-Both start from the runs table (:func:`hgresearch.data.ingest.read_runs`), like every other analysis.
+Both start from the runs table (:func:`hgresearch.data.ingest.read_runs`), like every other
+analysis.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@
 3. **Utilisation-based power model** for runs without telemetry:
    ``P = P_idle + (P_max - P_idle) * f(u)`` per GPU, with ``u`` the run's token throughput
    relative to the highest throughput of the same model on the same configuration, and
-   ``P_idle``/``P_max`` from ``hgresearch/data/catalogs/power_model.csv``. A lower bound (low powers,
+   ``P_idle``/``P_max`` from ``hgresearch/data/catalogs/power_model.csv``. A lower bound (low
+   powers,
    linear ``f``) and an upper bound (high powers, concave ``f``) bracket the energy per token.
 
 Token counts are input + output tokens, as in the paper's cost and energy figures. Missing

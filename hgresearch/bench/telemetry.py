@@ -5,7 +5,8 @@ imports it. Without NVML (no driver, no GPU: this development machine) sampling 
 unavailable once and every energy field is a missing value, never zero.
 
 Samples go to ``telemetry.csv`` (one row per sample per GPU, columns
-:data:`hgresearch.data.runfolder.TELEMETRY_COLUMNS`, time on ``time.monotonic_ns()`` like the request
+:data:`hgresearch.data.runfolder.TELEMETRY_COLUMNS`, time on ``time.monotonic_ns()`` like the
+request
 records); :func:`hgresearch.data.runfolder.read_telemetry` reads it back and
 :func:`hgresearch.accounting.energy.energy_over_windows` turns samples into energy.
 """

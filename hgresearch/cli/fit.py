@@ -21,8 +21,8 @@ def fit(
     output: Annotated[Path, output_option("Folder the model tables are written to.")]
     = Path("paper/tables"),
     build_dir: BuildDir = Path("build"),
-    scenario: Annotated[str, typer.Option(help="Price scenario of hgresearch/data/catalogs/prices.csv.")]
-    = "alternative",
+    scenario: Annotated[str, typer.Option(
+        help="Price scenario of hgresearch/data/catalogs/prices.csv.")] = "alternative",
 ) -> None:
     """Fit and validate the cost-performance models; write their tables.
 

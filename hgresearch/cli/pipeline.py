@@ -108,7 +108,8 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
                   notebooks: list[Path] | None = None,
                   build_manuscript: bool | None = None) -> dict[str, float]:
     """Execute every reproduce notebook (or ``notebooks``), then build the manuscript from the
-    tables (:func:`hgresearch.report.manuscript.build_paper`); returns wall seconds per notebook (and
+    tables (:func:`hgresearch.report.manuscript.build_paper`); returns wall seconds per notebook
+    (and
     ``manuscript``).
 
     Prints the headline numbers the notebooks of this run recorded with

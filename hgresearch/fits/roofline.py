@@ -45,7 +45,8 @@ MAX_NUM_SEQS = 256  # vLLM default
 
 def model_constants(model: str, overrides: dict[str, float] | None = None
                     ) -> dict[str, float]:
-    """Bytes and FLOPs per token of a model from ``hgresearch/data/catalogs/model_architectures.csv``
+    """Bytes and FLOPs per token of a model from
+    ``hgresearch/data/catalogs/model_architectures.csv``
     (``overrides`` replaces catalog columns, e.g. ``{"weight_bytes_per_param": 2}``)."""
     catalog = model_catalog()
     rows = catalog[catalog.model == model]

@@ -98,7 +98,8 @@ def leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = None,
     ``alt_forms`` are other latency forms refitted on the same folds (column
     ``ttft_err_pct[latency=<form>]``), so they are compared on identical held-out points.
 
-    ``runs`` should carry cost columns (:func:`hgresearch.accounting.costs.add_costs`) for the cost check.
+    ``runs`` should carry cost columns (:func:`hgresearch.accounting.costs.add_costs`) for the cost
+    check.
     Configurations with fewer than three offered rates are skipped (two are needed to refit).
     """
     schedule = schedule or estimate_schedule(runs)

@@ -1,6 +1,7 @@
 """Cost and carbon of one replica-hour of a candidate configuration (from the catalogs).
 
-Power is the TDP model of :mod:`hgresearch.accounting.energy` (every GPU at its TDP whenever the replica
+Power is the TDP model of :mod:`hgresearch.accounting.energy` (every GPU at its TDP whenever the
+replica
 is on: an upper bound), the one power figure behind both the electricity cost of owned
 hardware and operational carbon.
 """
@@ -34,7 +35,8 @@ def replica_power_w(candidate: Candidate, tdp: str = "datasheet") -> float:
 
 
 def electricity_price_usd_per_kwh(region: str) -> float:
-    """Retail electricity price of ``region`` (``hgresearch/data/catalogs/electricity_prices.csv``)."""
+    """Retail electricity price of ``region``
+    (``hgresearch/data/catalogs/electricity_prices.csv``)."""
     from hgresearch.data.catalogs import catalog_path, electricity_price_catalog
 
     table = electricity_price_catalog()

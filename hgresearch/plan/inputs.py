@@ -10,7 +10,8 @@ hardware already owned (``PriceScenario.owned_gpus``) pays electricity only: its
 TDP model of :mod:`hgresearch.accounting.energy`) × the region's price in
 ``hgresearch/data/catalogs/electricity_prices.csv``. Carbon per replica-hour is operational (the
 same power × the grid intensity of ``hgresearch/data/catalogs/grid_carbon.csv``, or an hourly
-profile) plus embodied (:func:`hgresearch.accounting.carbon.embodied_g_per_serving_h`; sunk for the GPU
+profile) plus embodied (:func:`hgresearch.accounting.carbon.embodied_g_per_serving_h`; sunk for the
+GPU
 classes of the hardware scenario, :data:`hgresearch.accounting.carbon.SCENARIOS`).
 """
 

@@ -2,13 +2,15 @@
 runs give, with an explanation found by code.
 
 The printed side is the catalog :mod:`hgresearch.data.catalogs` ``paper_printed/``; the regenerated
-side comes from the runs table only, through the library's own formulas (:mod:`hgresearch.report.paper_tables`
+side comes from the runs table only, through the library's own formulas
+(:mod:`hgresearch.report.paper_tables`
 for Table 2 and Figure 1, :mod:`hgresearch.accounting.energy` for Table 3).
 
 **Cells** (:func:`audit_table2`, :func:`audit_table3`). A printed value with *d* decimals
 stands for every number that rounds to it, so it is *reproduced* when the regenerated value is
 within half a unit of its last digit. The regenerated value follows the table's definition
-(:data:`DEFINITIONS`: the first run of a repeated point, as :mod:`hgresearch.report.paper_tables`). Where a
+(:data:`DEFINITIONS`: the first run of a repeated point, as :mod:`hgresearch.report.paper_tables`).
+Where a
 cell differs, the code looks for an explanation, in this order of preference:
 
 * ``repeat run`` — another run of the same point reproduces the cell (every run of the point is
@@ -24,7 +26,8 @@ does not; a candidate that contradicts another printed cell of the row says whic
 **Figure 1** (:func:`audit_figure1`): each readable label beside the regenerated value of the
 point it sits on; ``mislabel`` when the label is the value of another configuration,
 ``projection`` when the point is not a measurement (replicas behind a load balancer that were
-never run) and the projection rule of :func:`hgresearch.report.paper_tables.project_replicas` gives it.
+never run) and the projection rule of :func:`hgresearch.report.paper_tables.project_replicas` gives
+it.
 
 **Claims** (:func:`audit_claims`): each claim is tested under its primary definition (the claim
 as worded, with the definitions of :data:`DEFINITIONS`) and under alternatives; the verdict is
@@ -313,7 +316,8 @@ def audit_table2(runs: pd.DataFrame, model: str = PAPER_MODEL,
                  scenario: str = "alternative") -> pd.DataFrame:
     """Table 2, printed vs regenerated, one line per printed cell (:data:`CELL_COLUMNS`).
 
-    ``runs``: every run (repeats included) of the runs table (:func:`hgresearch.data.ingest.read_runs`).
+    ``runs``: every run (repeats included) of the runs table
+    (:func:`hgresearch.data.ingest.read_runs`).
     """
     printed = printed_table2()
     decimals = printed_decimals("table2.csv")
@@ -327,7 +331,8 @@ def audit_table2(runs: pd.DataFrame, model: str = PAPER_MODEL,
 
 
 def table3_run_values(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs with Table 3's columns (TDP model, paper TDP; :func:`hgresearch.accounting.energy.table3`),
+    """Runs with Table 3's columns (TDP model, paper TDP;
+    :func:`hgresearch.accounting.energy.table3`),
     in the printed units (millions)."""
     out = add_tdp_energy(runs, "paper")
     out["tok_per_h_m"] = out.tok_per_h / TOKENS_PER_MILLION
@@ -795,7 +800,8 @@ def _c8_replicas(data: ClaimData) -> ClaimEvaluation:
     rows = [f"{r.series} @ {r.target_qps:g} QPS {r.quantity} = {r.regenerated:.3f}"
             for r in labels.itertuples()]
     projection = DefinitionTest(
-        "projection: replicas behind an ideal load balancer (hgresearch.report.paper_tables.project_replicas)",
+        "projection: replicas behind an ideal load balancer "
+        "(hgresearch.report.paper_tables.project_replicas)",
         observed, holds, rows if holds else [], [] if holds else rows)
     return ClaimEvaluation(", ".join(dict.fromkeys(labels.series)), [measured, projection])
 

@@ -55,7 +55,8 @@ class StepEnergyMeter:
 def energy_meter(step_model: LinearStepTimeModel, gpu_name: str,
                  num_gpus: int) -> StepEnergyMeter:
     """:class:`StepEnergyMeter` with the central idle and busy power of ``gpu_name``
-    (``hgresearch/data/catalogs/power_model.csv``); :class:`InputError` for a GPU the catalog lacks."""
+    (``hgresearch/data/catalogs/power_model.csv``); :class:`InputError` for a GPU the catalog
+    lacks."""
     catalog = power_model_catalog().set_index("gpu_name")
     if gpu_name not in catalog.index:
         raise InputError(f"no power model for {gpu_name!r} (known: {sorted(catalog.index)})",

@@ -71,5 +71,6 @@ class SimRequest:
     num_preemptions: int = 0
     first_token_s: float = math.nan
     done_s: float = math.nan
-    #: Traffic class the router sees (:attr:`hgresearch.traffic.routing.RouteRequest.request_class`).
+    #: Traffic class the router sees
+    #: (:attr:`hgresearch.traffic.routing.RouteRequest.request_class`).
     request_class: str = ""

@@ -438,8 +438,10 @@ def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
                   grid_g_per_kwh: float | None = None) -> pd.DataFrame:
     """Per replica and overall (``replica = "all"``): requests, throughput, TTFT/TPOT/E2EL
     percentiles (:func:`hgresearch.data.summary.summarize` on each subset), cost per 1M tokens
-    (:mod:`hgresearch.accounting.costs`), and energy and carbon per 1M tokens under the paper's TDP model
-    (:mod:`hgresearch.accounting.energy`: every GPU at its TDP for the whole run; an upper bound, not a
+    (:mod:`hgresearch.accounting.costs`), and energy and carbon per 1M tokens under the paper's TDP
+    model
+    (:mod:`hgresearch.accounting.energy`: every GPU at its TDP for the whole run; an upper bound,
+    not a
     per-step power model), at ``grid_g_per_kwh`` (default: the paper's grid).
 
     Every replica is billed and powered for the whole run (first send to the fleet's last

@@ -5,7 +5,8 @@
   output tokens it generated (:func:`replay_workload`).
 * A run that kept only totals (the paper's result files, :func:`hgresearch.data.ingest.read_runs`)
   gets vLLM 0.8.5's seeded arrival times at its rate
-  (:func:`hgresearch.traffic.arrivals.vllm085_send_offsets_s`, seed 42) and ShareGPT-like lengths whose
+  (:func:`hgresearch.traffic.arrivals.vllm085_send_offsets_s`, seed 42) and ShareGPT-like lengths
+  whose
   totals equal the run's (:func:`hgresearch.traffic.lengths.sharegpt_like_lengths`): the paper's
   individual lengths are not known, only their means (:func:`reference_workload`).
 """

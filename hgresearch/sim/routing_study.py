@@ -4,7 +4,8 @@
 the tail latency under my SLO, at what load, and what does a token cost?* —
 :func:`routing_comparison` simulates DeepSeek-R1-Distill-Qwen-14B on 1× H100-PCIe plus
 N × (2× RTX-4090) with each replica's calibration (:func:`hgresearch.sim.fleet.sim_replicas`),
-under every routing policy (:mod:`hgresearch.traffic.routing`), at a grid of offered rates and over a
+under every routing policy (:mod:`hgresearch.traffic.routing`), at a grid of offered rates and over
+a
 few seeds (arrivals and lengths); :func:`slo_verdicts` reads off, per fleet, policy and p99 TTFT
 limit, the highest rate of the grid up to which the limit holds in every seed, and the cost
 per 1M tokens there (:mod:`hgresearch.accounting.costs`, the ``alternative`` price scenario).

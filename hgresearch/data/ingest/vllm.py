@@ -12,7 +12,8 @@ Three layouts of the same summary record:
   always before it existed) per-request arrays in seconds: ``ttfts``, ``latencies``, ``itls``
   (gaps per request), ``input_lens``, ``output_lens``, ``errors`` (``""`` = success),
   ``start_times``, ``generated_texts``;
-* hgresearch's own ``summary.json`` (vLLM's layout plus our keys, see :mod:`hgresearch.data.summary`).
+* hgresearch's own ``summary.json`` (vLLM's layout plus our keys, see
+:mod:`hgresearch.data.summary`).
 
 A statistic the record lacks is taken from ``median`` (p50) or computed from the per-request
 arrays with vLLM's definitions (successful requests only; TPOT = (latency - TTFT) /

@@ -1,1 +1,2 @@
-"""One function per figure; all share :mod:`hgresearch.report.figures.style` and save deterministically."""
+"""One function per figure; all share :mod:`hgresearch.report.figures.style` and save
+deterministically."""

@@ -95,7 +95,8 @@ def break_even(totals: pd.DataFrame, grid: pd.DataFrame, crossings: pd.DataFrame
     break-even intensities marked, the catalog's regions named on top; the right panel
     zooms on clean grids (0 to ``zoom_g_per_kwh``), where the ranking can flip.
 
-    ``totals``: :func:`hgresearch.accounting.carbon.totals_vs_intensity`; ``grid``: the grid catalog rows
+    ``totals``: :func:`hgresearch.accounting.carbon.totals_vs_intensity`; ``grid``: the grid
+    catalog rows
     shown; ``crossings``: :func:`hgresearch.accounting.carbon.break_even_table`.
     """
     apply_style()

@@ -49,7 +49,8 @@ def achieved_vs_offered(runs: pd.DataFrame, title: str) -> plt.Figure:
 
 def client_vs_server_ttft(crosscheck: pd.DataFrame, title: str) -> plt.Figure:
     """TTFT p50/p99 per offered QPS as the client saw it and as the server's histogram has it
-    (``crosscheck`` from :func:`hgresearch.accounting.crosscheck.server_crosscheck`; mean over repeats)."""
+    (``crosscheck`` from :func:`hgresearch.accounting.crosscheck.server_crosscheck`; mean over
+    repeats)."""
     apply_style()
     means = crosscheck.groupby("request_rate_qps").mean(numeric_only=True).sort_index()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -76,7 +77,8 @@ def latency_ecdf_per_qps(requests: pd.DataFrame, title: str,
                          slo_ms: dict[str, float] | None = None,
                          confidence: float = 0.95) -> plt.Figure:
     """Empirical CDF of each per-request latency per offered QPS (repeats pooled), log x, with
-    the simultaneous ``confidence`` band of each curve (DKW, :func:`hgresearch.accounting.crosscheck.ecdf_band`)
+    the simultaneous ``confidence`` band of each curve (DKW,
+    :func:`hgresearch.accounting.crosscheck.ecdf_band`)
     and optional latency targets (``slo_ms``: column -> ms) as vertical lines.
 
     ``requests`` comes from :func:`hgresearch.accounting.crosscheck.requests_of_runs`.

@@ -70,7 +70,8 @@ def sim_validation_figure(points: pd.DataFrame, goals_pct: dict[str, float],
     return fig
 
 
-#: Colour per routing policy (``hgresearch.traffic.routing.Policy`` values), shared by routing figures.
+#: Colour per routing policy (``hgresearch.traffic.routing.Policy`` values), shared by routing
+#: figures.
 POLICY_COLORS = {"round-robin": "#1f77b4", "weighted-random": "#ff7f0e", "jsq": "#2ca02c",
                  "least-tokens": "#d62728", "length-aware": "#9467bd",
                  "cost-spillover": "#8c564b"}
@@ -82,7 +83,8 @@ ALONE_COLOR = "#7f7f7f"
 
 def routing_comparison_figure(interval: pd.DataFrame,
                               limits_ms: tuple[float, ...] = (500.0, 2000.0)) -> plt.Figure:
-    """The routing comparison (``hgresearch.sim.routing_study.seed_interval``'s table): one column per
+    """The routing comparison (``hgresearch.sim.routing_study.seed_interval``'s table): one column
+    per
     fleet; top, p99 TTFT against the offered rate per policy (median over seeds, band = range
     over seeds; dashed: the limits); bottom, cost per 1M tokens. A hollow marker: some replica
     is sent more than its sustained throughput (the SLO cannot hold at that load). The rows of
