@@ -49,7 +49,13 @@ def ingest(
     if tables.files_ignored:
         typer.echo(f"not results, not read: {len(tables.files_ignored)} file(s): "
                    + ", ".join(map(str, tables.files_ignored)), err=True)
-    typer.echo(f"{len(tables.runs)} runs from {len(tables.files_read)} file(s) -> {output}")
+    # Files read are those that gave runs; a file skipped whole is counted apart.
+    failed = [f for f in tables.files_failed if f not in tables.files_read]
+    partly = len(tables.files_failed) - len(failed)
+    skipped = (f" ({len(failed)} file(s) skipped" + (f", {partly} read in part" if partly else "")
+               + ")" if tables.files_failed else "")
+    typer.echo(f"{len(tables.runs)} runs from {len(tables.files_read)} file(s){skipped} "
+               f"-> {output}")
     if requests_output is not None:
         write_frame(tables.requests, requests_output)
         typer.echo(f"{len(tables.requests)} requests -> {requests_output}")

@@ -26,7 +26,7 @@ RUN_LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 #: Documented columns of the runs table, in order (see docs/tables.md).
 RUN_COLUMNS = [
-    "run_id", "source_file", "source_line", "source_format", "date",
+    "run_id", "source_file", "source_line", "source_format", "source_version", "date",
     "backend", "model_id", "model", "dataset",
     "gpu_name", "gpu_count", "tensor_parallel_size", "replicas", "hardware",
     "num_prompts", "request_rate_qps", "burstiness", "max_concurrency",
@@ -166,6 +166,46 @@ def number(value: Any, *, file: str, line: int, field: str, allow_none: bool = T
         raise InputError(f"impossible value {value!r} (expected a finite number)", file=file,
                          line=line, field=field)
     return result
+
+
+def token_count(value: Any, *, file: str, line: int | None, field: str) -> int:
+    """A token or request count the file gives as a number, rounded to the nearest integer:
+    tools write sums of floats (guidellm's ``total_sum`` 901.9999999 is 902 tokens) that
+    ``int()`` would truncate."""
+    result = number(value, file=file, line=line or 0, field=field, allow_none=False)
+    return int(round(result))
+
+
+def unsupported_version_error(tool: str, found: str, reads: str, *, file: str,
+                              line: int | None = None, detail: str = "") -> InputError:
+    """One line naming the tool, the version the file says (or the layout it has) and the
+    versions this package reads."""
+    why = f" ({detail})" if detail else ""
+    return InputError(f"{tool} {found} is not a version this reader knows{why}; it reads "
+                      f"{tool} {reads}", file=file, line=line)
+
+
+def not_recognised_error(document: Any, *, file: str, line: int | None) -> InputError:
+    """A JSON value that is none of the formats read (with its top-level keys, to tell)."""
+    if isinstance(document, dict):
+        keys = ", ".join(sorted(map(str, document))[:8])
+        seen = f"an object with keys {keys}{', ...' if len(document) > 8 else ''}"
+    else:
+        seen = f"a JSON {type(document).__name__}"
+    return InputError(f"not a recognised format: expected a vLLM benchmark result, a guidellm "
+                      f"report, an aiperf export or an hgresearch summary; found {seen}",
+                      file=file, line=line)
+
+
+def http_status(value: Any) -> int | None:
+    """An HTTP status code as an integer (files hold 500, 500.0 or "500"); None otherwise."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        code = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(code) if math.isfinite(code) and code.is_integer() else None
 
 
 def client_date(value: Any) -> str:

@@ -1,10 +1,13 @@
 """Find result files, read each in its format, and build the runs and requests tables.
 
-Formats are told apart by content: a guidellm report (:mod:`.guidellm`), an aiperf export
-(:mod:`.aiperf`), else vLLM's (or hgresearch's) summary record (:mod:`.vllm`). A file holds
-one JSON object, or JSON Lines with one run per line (vLLM's ``--append-result``). Errors name
-the file, the 1-based line and the field; with ``on_error="skip"`` a bad line (or a whole bad
-file, listed as line 0) is left out and listed in one warning.
+Formats are told apart by content, never by file name: a guidellm report (:mod:`.guidellm`),
+an aiperf export (:mod:`.aiperf`), vLLM's (or hgresearch's) summary record (:mod:`.vllm`);
+each reader tells the tool version (or the range of versions whose layout the file has) into
+``source_version``, and a layout it does not know is one error naming the tool, the version
+found and the versions read. JSON that is none of these is "not a recognised format". A file
+holds one JSON object, or JSON Lines with one run per line (vLLM's ``--append-result``). Errors
+name the file, the 1-based line and the field; with ``on_error="skip"`` a bad line (or a whole
+bad file, listed as line 0) is left out and listed in one warning.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from hgresearch.data.files import iter_json_lines
 from hgresearch.data.ingest import aiperf, guidellm
 from hgresearch.data.ingest.common import (
     FOLDER_SIDECAR,
@@ -26,10 +30,16 @@ from hgresearch.data.ingest.common import (
     SIDECAR_SUFFIX,
     Hardware,
     SkippedLine,
+    not_recognised_error,
     parse_hardware_label,
     sidecar_hardware,
 )
-from hgresearch.data.ingest.vllm import check_filename, parse_filename, parse_vllm_record
+from hgresearch.data.ingest.vllm import (
+    check_filename,
+    is_vllm_record,
+    parse_filename,
+    parse_vllm_record,
+)
 from hgresearch.data.runfolder import (
     CONFIG_FILE,
     ERROR_FILE,
@@ -45,7 +55,8 @@ from hgresearch.identity import POINT_KEYS
 RUN_FOLDER_MARKERS = (SUMMARY_FILE, REQUESTS_FILE)
 #: JSON files that are never results: run-folder parts, sidecars, other tools' side files.
 NOT_RESULTS = {CONFIG_FILE, REQUESTS_FILE, ERROR_FILE, SERVER_METRICS_FILE, "status.jsonl",
-               FOLDER_SIDECAR, aiperf.RECORDS_FILE, "inputs.json"}
+               FOLDER_SIDECAR, aiperf.RECORDS_FILE, "inputs.json",
+               "PROVENANCE.json"}  # the last: beside the tools' files in tests/data/tools
 NOT_RESULT_SUFFIXES = (SIDECAR_SUFFIX, ".pytorch.json")
 
 #: Columns of the ingested requests table: the run it belongs to, then our requests columns.
@@ -60,7 +71,10 @@ class Ingested:
     #: One row per request of every run whose file has per-request data
     #: (:data:`REQUESTS_TABLE_COLUMNS`); empty when none has.
     requests: pd.DataFrame
+    #: Files that gave at least one run (a file whose every run failed is not listed here).
     files_read: list[Path] = field(default_factory=list)
+    #: Files skipped whole or in part (``on_error="skip"``), each listed once.
+    files_failed: list[Path] = field(default_factory=list)
     #: JSON files found in folders but not read as results (run-folder parts, sidecars, ...).
     files_ignored: list[Path] = field(default_factory=list)
     skipped: list[SkippedLine] = field(default_factory=list)
@@ -156,16 +170,17 @@ def _load_records(path: Path, *, on_error: str, skipped: list[SkippedLine] | Non
             _fail(InputError(f"malformed JSON: {err.msg}", file=file, line=err.lineno),
                   on_error, skipped, file, err.lineno)
         return records
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
+    lines = text.split("\n")
+    while True:  # one pass, restarted after each bad line when skipping
         try:
-            records.append((number, json.loads(raw)))
-        except json.JSONDecodeError as err:
-            _fail(InputError(f"malformed JSON (truncated line?): {err.msg} at column "
-                             f"{err.colno}", file=file, line=number), on_error, skipped,
-                  file, number)
-    return records
+            for number, value in iter_json_lines(path, text="\n".join(lines)):
+                records.append((number, value))
+                lines[number - 1] = ""
+            return records
+        except InputError as err:
+            _fail(InputError(f"{err.reason} (truncated line?)", file=file, line=err.line),
+                  on_error, skipped, file, err.line or 0)
+            lines[(err.line or 1) - 1] = ""
 
 
 def _parse_file(path: Path, *, on_error: str, skipped: list[SkippedLine] | None,
@@ -181,6 +196,11 @@ def _parse_file(path: Path, *, on_error: str, skipped: list[SkippedLine] | None,
         return []
     if len(records) == 1 and guidellm.is_guidellm_report(records[0][1]):
         report = records[0][1]
+        try:
+            guidellm.check_report(report, file=file)
+        except InputError as err:
+            _fail(err, on_error, skipped, file, 0)
+            return []
         if not report["benchmarks"]:
             _fail(InputError("report holds no benchmarks", file=file, field="benchmarks"),
                   on_error, skipped, file, 0)
@@ -204,6 +224,11 @@ def _parse_file(path: Path, *, on_error: str, skipped: list[SkippedLine] | None,
     parsed = []
     for number, record in records:
         try:
+            if aiperf.is_aiperf_export(record) or guidellm.is_guidellm_report(record):
+                raise InputError("a report of another tool inside JSON Lines; give it as a "
+                                 "file of its own", file=file, line=number)
+            if not is_vllm_record(record):
+                raise not_recognised_error(record, file=file, line=number)
             row, requests = parse_vllm_record(record, file=file, line=number, hardware=hardware)
             if meta is not None:
                 check_filename(row, meta, file=file, line=number)
@@ -287,8 +312,12 @@ def read_tables(
     rows: list[dict[str, Any]] = []
     requests: dict[tuple[str, int], pd.DataFrame] = {}
     for file in files:
-        for parsed in _parse_file(file, on_error=on_error, skipped=result.skipped,
-                                  hardware=hardware):
+        skipped_before = len(result.skipped)
+        parsed_runs = _parse_file(file, on_error=on_error, skipped=result.skipped,
+                                  hardware=hardware)
+        if len(result.skipped) > skipped_before and file not in result.files_failed:
+            result.files_failed.append(file)
+        for parsed in parsed_runs:
             row = parsed.row
             where = f"{row['source_file']}:{row['source_line']}"
             if parsed.content_hash in seen:
@@ -305,7 +334,7 @@ def read_tables(
             rows.append(row)
             if parsed.requests is not None:
                 requests[(row["source_file"], row["source_line"])] = parsed.requests
-        if file not in result.files_read:
+        if parsed_runs and file not in result.files_read:
             result.files_read.append(file)
     if result.skipped:
         listing = "\n".join(f"  {s.reason}" for s in result.skipped)

@@ -1,9 +1,17 @@
 """vLLM serving-benchmark results (and hgresearch's ``summary.json``, which uses vLLM's keys).
 
-Three layouts of the same summary record:
+Layouts of the same summary record, told apart by their keys (checked on files each version
+wrote, tests/data/tools/vllm-*; ``source_version`` names the versions whose layout it is):
 
-* vLLM 0.8.5 ``benchmark_serving.py`` (the paper's files): the goodput key is literally
-  ``"request_goodput:"``, ``gpu_count`` is a string, ``request_rate`` a number or ``"inf"``;
+* ``benchmarks/benchmark_serving.py`` 0.4.x: ``input_throughput`` (no total), mean/median/p99
+  of TTFT and TPOT only, per-request ``input_lens``, ``output_lens``, ``ttfts``, ``itls``,
+  ``errors`` (no ``latencies``, so no E2EL); no ``failed``;
+* 0.5.x: as 0.4 plus mean/median/p99 ITL;
+* 0.6.0-0.6.3: ``total_token_throughput`` instead of ``input_throughput``, ``std_*``,
+  ``--metric-percentiles``;
+* 0.6.4-0.8.x (the paper's 0.8.5 files): ``burstiness``, ``max_concurrency`` and a goodput key
+  that is literally ``"request_goodput:"``; ``gpu_count`` from ``--metadata`` is a string,
+  ``request_rate`` a number or ``"inf"``; arrays only with ``--save-detailed`` (0.8.2 on);
 * ``vllm bench serve --save-result`` (vLLM 0.6 ``benchmark_serving.py`` to today's
   ``vllm/benchmarks/serve.py``, read at commit 009e6d4 of vllm-project/vllm): ``failed``,
   ``request_goodput`` (null without an SLO), ``max_concurrency``, ``median_*`` and only the
@@ -67,10 +75,15 @@ RUN_FIELDS: dict[str, tuple[type, ...]] = {
     "output_throughput": (int, float),
     "total_token_throughput": (int, float),
 }
-#: Latency statistics a record must give, unless its per-request arrays can: mean, std and
-#: the median (``median_*`` or ``p50_*``) of TTFT, TPOT and ITL. Other percentiles are optional.
-REQUIRED_LATENCY_STATS = ("mean", "std")
+#: Latency statistics a record must give, unless its per-request arrays can: the mean and the
+#: median (``median_*`` or ``p50_*``) of TTFT and TPOT (ITL too from 0.5 on). Others (std
+#: from 0.6 on, percentiles) are optional.
+REQUIRED_LATENCY_STATS = ("mean",)
 REQUIRED_LATENCY_METRICS = ("ttft", "tpot", "itl")
+#: Keys that only vLLM's records (and ours) have: a JSON object with fewer than two of them is
+#: not a vLLM result (see :func:`is_vllm_record`).
+SIGNATURE_KEYS = ("model_id", "num_prompts", "request_rate", "duration", "completed",
+                  "total_input_tokens", "total_output_tokens", "request_throughput")
 #: Kept for callers of the former single module: the keys a complete 0.8.5 record carries.
 REQUIRED_FIELDS: dict[str, tuple[type, ...]] = {
     **RUN_FIELDS,
@@ -114,9 +127,25 @@ def parse_filename(name: str) -> dict[str, Any] | None:
 
 
 def is_vllm_record(record: Any) -> bool:
-    """Whether a JSON object looks like a vLLM (or hgresearch) result record."""
-    return isinstance(record, dict) and ("model_id" in record or "completed" in record
-                                         or "duration" in record)
+    """Whether a JSON object is a vLLM (or hgresearch) result record, complete or not: ours,
+    or at least two of vLLM's :data:`SIGNATURE_KEYS` (one shared key, such as ``duration``,
+    does not make another tool's JSON a vLLM result)."""
+    return isinstance(record, dict) and ("hgresearch_version" in record or sum(
+        key in record for key in SIGNATURE_KEYS) >= 2)
+
+
+def layout_version(record: dict[str, Any]) -> str:
+    """The vLLM versions whose ``--save-result`` layout the record has (see the module
+    docstring); the files say no version themselves."""
+    if "input_throughput" in record:
+        return "0.5" if "mean_itl_ms" in record else "0.4"
+    if "request_goodput:" in record:
+        return "0.6.4-0.8"
+    if "failed" in record or "request_goodput" in record:
+        return "0.9+"  # vllm bench serve (benchmark_serving.py wrote the same from 0.9 on)
+    if "burstiness" in record or "max_concurrency" in record:
+        return "0.6.4-0.8"
+    return "0.6.0-0.6.3"
 
 
 def parse_record(record: dict[str, Any], *, file: str, line: int,
@@ -142,9 +171,11 @@ def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware |
     arrays = _request_arrays(record, file=file, line=line)
     samples = _samples_ms(arrays, record) if arrays is not None else {}
 
-    missing = [f for f in RUN_FIELDS if f not in record]
+    version = layout_version(record)
+    missing = [f for f in RUN_FIELDS if f not in record
+               and not (f == "total_token_throughput" and "input_throughput" in record)]
     for metric in REQUIRED_LATENCY_METRICS:
-        if samples.get(metric) is not None:
+        if samples.get(metric) is not None or (metric == "itl" and version == "0.4"):
             continue
         for stat in REQUIRED_LATENCY_STATS:
             if f"{stat}_{metric}_ms" not in record:
@@ -178,8 +209,8 @@ def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware |
         "source_file": file,
         "source_line": line,
         "source_format": "hgresearch" if ours
-        else ("vllm-bench-serve" if "request_goodput:" not in record and "failed" in record
-              else "vllm-benchmark-serving"),
+        else ("vllm-bench-serve" if version == "0.9+" else "vllm-benchmark-serving"),
+        "source_version": str(record.get("hgresearch_version", "")) if ours else version,
         "date": str(record.get("date", "")),
         "backend": str(record.get("backend", "vllm")),
         "model_id": record["model_id"],
@@ -198,7 +229,10 @@ def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware |
         "request_throughput_rps": num("request_throughput", allow_none=False),
         "request_goodput_rps": num("request_goodput"),
         "output_throughput_tok_per_s": num("output_throughput", allow_none=False),
-        "total_token_throughput_tok_per_s": num("total_token_throughput", allow_none=False),
+        # 0.4-0.5 wrote input throughput; the total is input + output over the same duration.
+        "total_token_throughput_tok_per_s": num("total_token_throughput", allow_none=False)
+        if "total_token_throughput" in record else num("input_throughput", allow_none=False)
+        + num("output_throughput", allow_none=False),
         "burstiness": num("burstiness", allow_inf=True),
         "max_concurrency": num("max_concurrency"),
         "failed": num("failed"),
@@ -212,6 +246,10 @@ def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware |
         for stat in STATS:
             key = f"{stat}_{metric}_ms"
             row[key] = num(key)
+    # Before 0.6.4 the script drew Poisson arrivals only and wrote no burstiness.
+    if math.isnan(row["burstiness"]) and version in ("0.4", "0.5", "0.6.0-0.6.3") \
+            and math.isfinite(row["request_rate_qps"]):
+        row["burstiness"] = 1.0
     fill_latency_stats(row, samples)
     # 0.8.5 does not store `failed`; all prompts it did not complete failed.
     if math.isnan(row["failed"]):
