@@ -48,7 +48,6 @@ import pandas as pd
 
 from hgresearch.data.files import iter_json_lines
 from hgresearch.data.ingest.common import (
-    RUN_LATENCY_METRICS,
     Hardware,
     check_run_values,
     client_date,
@@ -334,7 +333,7 @@ def _dataset(document: Mapping[str, Any], layout: str) -> str:
 def read_records(path: Path) -> pd.DataFrame:
     """The requests table from aiperf's ``profile_export.jsonl`` (errors name file:line)."""
     file = str(path)
-    records = []
+    records: list[dict[str, Any]] = []
     for line, record in iter_json_lines(path):
         meta = record.get("metadata") if isinstance(record, dict) else None
         metrics = (record.get("metrics") or {}) if isinstance(record, dict) else None

@@ -81,7 +81,7 @@ def parse_hardware_label(label: str, *, file: str | None = None,
     match = _LABEL.match(label or "")
     inner = match and (match["inner"] or match["plain"])
     part = _COUNT_GPU.match(inner) if inner else None
-    if not part:
+    if not part or not match:
         raise InputError(f"expected a hardware label like '2x RTX-4090', got {label!r}",
                          file=file, field=field)
     count = int(part["count"] or 1)

@@ -40,6 +40,7 @@ position in ``benchmarks`` is the row's ``source_line``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,6 +66,8 @@ METRICS = {"ttft": ("time_to_first_token_ms", 1.0), "e2el": ("request_latency", 
 _STAT_KEYS = {"mean": ("mean",), "median": ("median",), "std": ("std_dev",),
               "p100": ("max",), **{p: ("percentiles", p) for p in ("p50", "p90", "p95", "p99")}}
 _STATUSES = ("successful", "errored", "incomplete")
+#: The status in guidellm's error text (httpx's ``HTTPStatusError`` message).
+_STATUS_IN_ERROR = re.compile(r"(?:Server|Client) error '(\d{3}) ")
 
 
 #: The report layouts read (see the module docstring) and the newest metadata version.
@@ -161,9 +164,10 @@ def parse_benchmark(bench: dict[str, Any], document: dict[str, Any], *, file: st
     elif kind == "synchronous":
         max_concurrency = 1.0
     duration_s = num("duration", duration)
-    completed = token_count(totals["successful"], file=file, line=line,
+    completed = token_count(required[f"{totals_at}.successful"], file=file, line=line,
                             field=f"{totals_at}.successful")
-    sent = token_count(totals["total"], file=file, line=line, field=f"{totals_at}.total")
+    sent = token_count(required[f"{totals_at}.total"], file=file, line=line,
+                       field=f"{totals_at}.total")
     tokens_in = token_count(required["metrics.prompt_token_count.successful.total_sum"],
                             file=file, line=line,
                             field="metrics.prompt_token_count.successful.total_sum")
@@ -205,6 +209,11 @@ def parse_benchmark(bench: dict[str, Any], document: dict[str, Any], *, file: st
     return row, requests
 
 
+def _status_in(error: Any) -> int | None:
+    match = _STATUS_IN_ERROR.search(str(error)) if error else None
+    return int(match[1]) if match else None
+
+
 def _ns(seconds: Any) -> int | None:
     """Epoch seconds (float) -> integer ns, ``None`` when absent."""
     return None if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) \
@@ -221,7 +230,7 @@ def _requests_frame(bench: dict[str, Any], *, file: str, line: int) -> pd.DataFr
     if not isinstance(groups, dict) or not any(isinstance(groups.get(s), list)
                                                for s in _STATUSES):
         return None
-    records = []
+    records: list[dict[str, Any]] = []
     own: list[dict[str, float]] = []  # guidellm's own per-request latencies, by index
     for status in _STATUSES:
         for request in groups.get(status) or []:
@@ -255,7 +264,8 @@ def _requests_frame(bench: dict[str, Any], *, file: str, line: int) -> pd.DataFr
                 "prompt_tokens": request.get("prompt_tokens"),
                 "output_tokens": request.get("output_tokens"),
                 "usage_source": "guidellm", "success": status == "successful",
-                "http_status": http_status(_get(request, "info", "status_code")),
+                "http_status": http_status(_get(request, "info", "status_code"))
+                or _status_in(error),
                 "error_class": None if status == "successful" else status,
                 "error": None if status == "successful" else (str(error) if error else None),
             })
