@@ -200,96 +200,34 @@ def test_impossible_values_name_file_line_field(tmp_path, change, field, words):
     assert words in str(info.value)
 
 
-# --- guidellm and aiperf ---------------------------------------------------------------------
+# --- guidellm and aiperf (their own files, tests/data/tools; field checks: test_ingest_tools) --
 
-def _distribution(values: list[float], factor: float = 1.0) -> dict:
-    arr = np.asarray(values) * factor
-    return {"successful": {
-        "mean": float(arr.mean()), "median": float(np.median(arr)), "mode": float(arr[0]),
-        "variance": float(arr.var()), "std_dev": float(arr.std()), "min": float(arr.min()),
-        "max": float(arr.max()), "count": len(arr), "total_sum": float(arr.sum()),
-        "percentiles": {p: float(np.percentile(arr, q)) for p, q in
-                        (("p001", 0.1), ("p01", 1), ("p05", 5), ("p10", 10), ("p25", 25),
-                         ("p50", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99),
-                         ("p999", 99.9))}},
-        "errored": None, "incomplete": None, "total": None}
+TOOLS = REPO_ROOT / "tests" / "data" / "tools"
 
 
-def guidellm_report(with_requests: bool = True) -> dict:
-    """A guidellm v0.7 ``benchmarks.json`` with one constant-rate benchmark of 2 requests
-    (plus one errored)."""
-    def request(i: int, ttft: float, itl: float, latency: float) -> dict:
-        return {"type_": "generative_request_stats", "request_id": f"r{i}",
-                "request_start_time": 100.0 + i, "request_end_time": 100.0 + i + latency,
-                "request_latency": latency, "prompt_tokens": 50, "output_tokens": 11,
-                "time_to_first_token_ms": ttft, "inter_token_latency_ms": itl,
-                "time_per_output_token_ms": latency * 1000 / 11}
-    bench = {
-        "type_": "generative_benchmark", "id_": "b1",
-        "config": {"id_": "b1", "run_id": "run", "run_index": 0,
-                   "strategy": {"type_": "constant", "rate": 2.0, "max_concurrency": None},
-                   "backend": {"kind": "openai_http", "target": "http://localhost:8000",
-                               "model": "meta-llama/Llama-3.1-8B-Instruct"}},
-        "scheduler_metrics": {"measure_start_time": 100.0, "measure_end_time": 104.0,
-                              "requests_made": {"successful": 2, "errored": 1,
-                                                "incomplete": 0, "total": 3}},
-        "metrics": {
-            "request_totals": {"successful": 2, "errored": 1, "incomplete": 0, "total": 3},
-            "prompt_token_count": _distribution([50, 50]),
-            "output_token_count": _distribution([11, 11]),
-            "time_to_first_token_ms": _distribution([40.0, 60.0]),
-            "inter_token_latency_ms": _distribution([10.0, 12.0]),
-            "request_latency": _distribution([0.14, 0.18]),
-        },
-        "start_time": 100.0, "end_time": 104.0, "duration": 4.0,
-    }
-    if with_requests:
-        bench["requests"] = {"successful": [request(0, 40.0, 10.0, 0.14),
-                                            request(1, 60.0, 12.0, 0.18)],
-                             "errored": [request(2, 0.0, 0.0, 0.01) | {"output_tokens": 0}],
-                             "incomplete": [], "total": None}
-    return {"metadata": {"version": 2, "guidellm_version": "0.7.3"}, "config": {},
-            "benchmarks": [bench]}
-
-
-def test_guidellm_report(tmp_path):
-    path = write_json(tmp_path / "benchmarks.json", guidellm_report(), indent=2)
-    tables = read_tables(path, hardware="1x H100-PCIe")
-    row = tables.runs.iloc[0]
-    assert row.source_format == "guidellm" and row.model == "Llama-3.1-8B-Instruct"
-    assert (row.num_prompts, row.completed, row.failed) == (3, 2, 1)
-    assert row.request_rate_qps == 2.0 and row.duration_s == 4.0
-    assert row.date == "19700101-000140"  # measure_start_time 100 s after the epoch
-    assert row.request_throughput_rps == 0.5 and row.output_throughput_tok_per_s == 22 / 4
-    assert row.p90_ttft_ms == pytest.approx(58.0) and row.median_ttft_ms == 50.0
-    # guidellm's per-request inter-token latency is vLLM's TPOT (its summary of it weighs
-    # requests by tokens, so it is not used); vLLM's ITL (every gap) is not there.
-    assert row.mean_tpot_ms == 11.0 and math.isnan(row.mean_itl_ms)
-    assert row.p100_e2el_ms == pytest.approx(180.0)
-    assert len(tables.requests) == 3 and tables.requests.success.sum() == 2
-    summary_only = write_json(tmp_path / "no-requests.json", guidellm_report(False))
-    row = read_runs(summary_only, hardware="1x H100-PCIe").iloc[0]
-    assert row.p90_ttft_ms == pytest.approx(58.0) and math.isnan(row.mean_tpot_ms)
+def _guidellm_report() -> dict:
+    path = TOOLS / "guidellm-0.8.1" / "two-rates-errors" / "benchmarks.json"
+    return json.loads(path.read_text())
 
 
 def test_guidellm_missing_fields_listed_together(tmp_path):
-    report = guidellm_report(with_requests=False)
+    report = _guidellm_report()
     del report["benchmarks"][0]["config"]["backend"]["model"]
+    del report["config"]["spec"]["backend"]["model"]
     del report["benchmarks"][0]["metrics"]["time_to_first_token_ms"]
     path = write_json(tmp_path / "benchmarks.json", report)
     with pytest.raises(InputError) as info:
         read_runs(path)
     message = str(info.value)
-    assert "3 required fields are missing" in message, message
+    assert "\n" not in message and "3 required fields are missing" in message, message
     assert "config.backend.model" in message and "time_to_first_token_ms" in message
     assert "hardware" in message
 
 
 def test_guidellm_bad_benchmark_is_named_by_position_and_skippable(tmp_path):
-    report = guidellm_report()
-    second = json.loads(json.dumps(report["benchmarks"][0]))
-    second["metrics"]["request_totals"]["successful"] = 5  # more than the 3 sent
-    report["benchmarks"].append(second)
+    report = _guidellm_report()
+    totals = report["benchmarks"][1]["metrics"]["request_totals"]
+    totals["successful"] = totals["total"] + 1  # more than were sent
     path = write_json(tmp_path / "benchmarks.json", report, indent=2)
     with pytest.raises(InputError, match="more than num_prompts") as info:
         read_runs(path, hardware="1x H100-PCIe")
@@ -298,68 +236,17 @@ def test_guidellm_bad_benchmark_is_named_by_position_and_skippable(tmp_path):
         assert len(read_runs(path, hardware="1x H100-PCIe", on_error="skip")) == 1
 
 
-def aiperf_export(folder: Path) -> Path:
-    """aiperf 0.1.1 ``profile_export_aiperf.json`` + ``profile_export.jsonl`` (2 requests)."""
-    def metric(unit: str, avg: float, **stats: float) -> dict:
-        return {"unit": unit, "avg": avg, **stats}
-    records = []
-    for i, (ttft, latency, gaps) in enumerate([(30.0, 130.0, [25.0, 25.0, 25.0, 25.0]),
-                                               (50.0, 200.0, [50.0, 50.0, 50.0])]):
-        start = 1_759_813_207_000_000_000 + i * 500_000_000
-        records.append({
-            "metadata": {"session_num": i, "x_request_id": f"id{i}", "turn_index": 0,
-                         "request_start_ns": start, "request_ack_ns": start + 1000,
-                         "request_end_ns": start + int(latency * 1e6), "worker_id": "w",
-                         "record_processor_id": "p", "benchmark_phase": "profiling",
-                         "was_cancelled": False, "cancellation_time_ns": None},
-            "metrics": {"input_sequence_length": {"value": 100, "unit": "tokens"},
-                        "time_to_first_token": {"value": ttft, "unit": "ms"},
-                        "request_latency": {"value": latency, "unit": "ms"},
-                        "inter_chunk_latency": {"value": gaps, "unit": "ms"},
-                        "output_sequence_length": {"value": len(gaps) + 1, "unit": "tokens"},
-                        "inter_token_latency": {"value": (latency - ttft) / len(gaps),
-                                                "unit": "ms"}},
-            "error": None})
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "profile_export.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in records))
-    export = {
-        "request_throughput": metric("requests/sec", 2.0),
-        "request_latency": metric("ms", 165.0, p50=165.0, p90=193.0, p99=199.3, min=130.0,
-                                  max=200.0, std=35.0),
-        "request_count": metric("requests", 2),
-        "time_to_first_token": metric("ms", 40.0, p50=40.0, p90=48.0, p99=49.8, min=30.0,
-                                      max=50.0, std=10.0),
-        "inter_token_latency": metric("ms", 37.5, p50=37.5, p90=47.5, p99=49.75, min=25.0,
-                                      max=50.0, std=12.5),
-        "output_token_throughput": metric("tokens/sec", 9.0),
-        "benchmark_duration": metric("sec", 1.0),
-        "total_isl": metric("tokens", 200), "total_osl": metric("tokens", 9),
-        "input_config": {"endpoint": {"model_names": ["Qwen/Qwen3-0.6B"], "type": "chat",
-                                      "streaming": True},
-                         "loadgen": {"request_rate": 2.0, "request_count": 2},
-                         "input": {"public_dataset": "sharegpt"}},
-        "was_cancelled": False, "start_time": "2025-10-07T05:00:07",
-        "end_time": "2025-10-07T05:00:08",
-    }
-    return write_json(folder / "profile_export_aiperf.json", export, indent=2)
-
-
-def test_aiperf_export_and_records(tmp_path):
-    path = aiperf_export(tmp_path / "artifacts" / "run")
-    write_json(path.parent / "hardware.json", {"hardware": "1x RTX-4090"})
-    tables = read_tables(tmp_path)  # found below the folder; profile_export.jsonl is no run
-    assert len(tables.runs) == 1
-    row = tables.runs.iloc[0]
-    assert row.source_format == "aiperf" and row.dataset == "sharegpt"
-    assert row.date == "20251007-050007"
-    assert (row.num_prompts, row.completed, row.failed, row.total_tok) == (2, 2, 0, 209)
-    assert row.p90_ttft_ms == 48.0 and row.median_ttft_ms == 40.0
-    assert row.mean_tpot_ms == 37.5  # aiperf's inter_token_latency is vLLM's TPOT
-    # aiperf's inter_chunk_latency is vLLM's ITL: not in this export, so from the records.
-    assert row.p50_itl_ms == pytest.approx(describe([25.0] * 4 + [50.0] * 3)["p50"])
-    assert row.p95_ttft_ms == pytest.approx(49.0)  # not in the export: from the records
-    assert len(tables.requests) == 2 and tables.requests.ttft_ms.tolist() == [30.0, 50.0]
+def test_aiperf_export_found_below_a_folder_with_its_records(tmp_path):
+    source = TOOLS / "aiperf-0.13.0" / "errors"
+    run = tmp_path / "artifacts" / "run"
+    run.mkdir(parents=True)
+    for name in ("profile_export_aiperf.json", "profile_export.jsonl"):
+        (run / name).write_bytes((source / name).read_bytes())
+    write_json(run / "hardware.json", {"hardware": "1x RTX-4090"})
+    tables = read_tables(tmp_path)  # profile_export.jsonl is not a run of its own
+    assert len(tables.runs) == 1 and tables.runs.iloc[0].hardware == "1x RTX-4090"
+    records = (source / "profile_export.jsonl").read_text().splitlines()
+    assert len(tables.requests) == len(records)
 
 
 # --- folders, duplicates, dataset ------------------------------------------------------------
