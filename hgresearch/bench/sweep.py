@@ -9,7 +9,7 @@ A sweep file (YAML, see ``sweeps/*.yaml`` and docs/serving.md)::
                                    # (sustained-load runs; replaces bench.num_prompts)
     repeats: 2                     # each repeat runs the whole QPS list once more
     warmup_requests: 4             # short requests after each server start, not recorded
-    server: {dtype: float32}       # ServerConfig fields shared by every server entry
+    server: {dtype: float32}       # VLLMServerConfig fields shared by every server entry
     bench:                         # BenchConfig fields shared by every run
       num_prompts: 40
       seed: 42
@@ -18,7 +18,7 @@ A sweep file (YAML, see ``sweeps/*.yaml`` and docs/serving.md)::
       - synth: tiny-llama-cpu      # build this catalog model offline (config + tokenizer only)
         gpu_name: CPU
         gpu_count: 1
-        server: {dtype: float32, max_model_len: 1024, port: 8011}   # ServerConfig fields
+        server: {dtype: float32, max_model_len: 1024, port: 8011}   # VLLMServerConfig fields
         bench: {}                  # per-server BenchConfig overrides
         resources: {RTX-4090: 2}   # optional: what a Ray task of this server requests
                                    # (default: num_gpus + a resource named by gpu_name)
@@ -60,11 +60,11 @@ from typing import Any
 
 import yaml
 
+from hgresearch.bench.server.process import log_tail, sigterm_as_exit
 from hgresearch.bench.server.vllm import (
-    ServerConfig,
     ServerError,
     VLLMServer,
-    sigterm_as_exit,
+    VLLMServerConfig,
     warm_up,
 )
 from hgresearch.data.runfolder import (
@@ -95,7 +95,7 @@ CANCEL_GRACE_S = 10.0
 class SweepServer:
     """One server configuration of a sweep."""
 
-    server: ServerConfig
+    server: VLLMServerConfig
     gpu_name: str = "CPU"
     gpu_count: int = 1
     synth: str | None = None  #: catalog model built offline and served with dummy weights
@@ -219,7 +219,7 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
         raise InputError("expected a mapping of BenchConfig fields", file=file, field="bench")
     server_defaults = data.get("server") or {}
     if not isinstance(server_defaults, dict):
-        raise InputError("expected a mapping of ServerConfig fields", file=file, field="server")
+        raise InputError("expected a mapping of VLLMServerConfig fields", file=file, field="server")
     servers_raw = data["servers"]
     if not isinstance(servers_raw, list) or not servers_raw:
         raise InputError("expected a non-empty list", file=file, field="servers")
@@ -247,7 +247,7 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
             server_raw.setdefault("served_model_name", str(synth))
             server_raw.setdefault("load_format", "dummy")
         try:
-            server = ServerConfig.from_dict(server_raw, where=f"{where}.server")
+            server = VLLMServerConfig.from_dict(server_raw, where=f"{where}.server")
         except (TypeError, ValueError) as err:
             raise InputError(str(err), file=file, field=f"{where}.server") from None
         gpu_count = entry.get("gpu_count", 1)
@@ -573,7 +573,7 @@ def _run_point(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMSe
     if not server.alive():
         log.note(point, "failed", 0.0, _write_error(
             point.run_dir, "server",
-            ServerError("server died", server.log_path, _tail(server.log_path))))
+            ServerError("server died", server.log_path, log_tail(server.log_path))))
         return
     try:
         summary = _one_run(sweep, entry, point, server, progress)
@@ -588,12 +588,6 @@ def _run_point(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMSe
                  summary=summary)
         return
     log.note(point, "ok", time.monotonic() - start, summary=summary)
-
-
-def _tail(path: Path) -> str:
-    from hgresearch.bench.server.vllm import log_tail
-
-    return log_tail(path)
 
 
 def _one_run(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMServer,

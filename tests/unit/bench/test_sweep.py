@@ -135,11 +135,10 @@ class _StandInServer:
         self.ready_after_s = 0.0
 
     def __enter__(self):
-        from hgresearch.bench.server.mock import ServerConfig as TestServerConfig
-        from hgresearch.bench.server.mock import serve_in_thread
+        from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 
         self.starts.append(self.config.name)
-        self._serving = serve_in_thread(TestServerConfig(ttft_ms=1.0, itl_ms=0.5,
+        self._serving = serve_in_thread(MockServerConfig(ttft_ms=1.0, itl_ms=0.5,
                                                          model=self.config.name))
         self.base_url = self._serving.__enter__()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

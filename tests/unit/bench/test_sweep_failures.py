@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hgresearch.bench import sweep as sweep_module
-from hgresearch.bench.server.mock import ServerConfig, serve_in_thread
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.bench.sweep import parse_sweep, run_sweep
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -24,7 +24,7 @@ class _TestDoubleServer:
     def __init__(self, config, server_dir: Path) -> None:
         self.log_path = Path(server_dir) / "server.log"
         self.ready_after_s = 0.0
-        self._serving = serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0))
+        self._serving = serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0))
 
     def __enter__(self) -> _TestDoubleServer:
         self.base_url = self._serving.__enter__()
