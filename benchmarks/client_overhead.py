@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hgresearch.bench.runner import BenchConfig, run_benchmark
+from hgresearch.bench.config import BenchConfig
+from hgresearch.bench.runner import run_benchmark
 from hgresearch.bench.server.mock import MockServerConfig, serve_in_subprocess
 from hgresearch.data.runfolder import read_records
 

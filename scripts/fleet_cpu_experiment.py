@@ -30,8 +30,9 @@ from typing import Any
 
 import yaml
 
+from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.dummy_model import synth_model
-from hgresearch.bench.runner import BenchConfig, run_benchmark
+from hgresearch.bench.runner import run_benchmark
 from hgresearch.bench.server.process import sigterm_as_exit
 from hgresearch.bench.server.prometheus import cross_check, scrape
 from hgresearch.bench.server.vllm import VLLMServer, VLLMServerConfig, warm_up

@@ -19,8 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.dummy_model import synth_model
-from hgresearch.bench.runner import BenchConfig, run_benchmark
+from hgresearch.bench.runner import run_benchmark
 from hgresearch.bench.server.process import free_port
 from hgresearch.bench.server.vllm import VLLMServer, VLLMServerConfig, warm_up
 from hgresearch.bench.sweep import qps_label

@@ -41,7 +41,7 @@ class HttpClient(StrEnum):
 #: Latency metrics a goodput SLO can bound (milliseconds), as vLLM's ``--goodput``.
 GOODPUT_METRICS = LATENCY_METRICS
 
-#: Command-line option of each :class:`~hgresearch.bench.runner.BenchConfig` field whose option
+#: Command-line option of each :class:`~hgresearch.bench.config.BenchConfig` field whose option
 #: is not simply ``--`` + the field name with dashes.
 FIELD_OPTIONS = {"warmup_requests": "--warmup", "tensor_parallel_size": "--tp",
                  "goodput_slo_ms": "--goodput", "request_rate_qps": "--qps",
@@ -172,7 +172,7 @@ def _number(field: str, value: Any, *, low: float, strict: bool, unit: str = "",
 
 
 def validate_config(config: Any) -> None:
-    """Check every field of a :class:`~hgresearch.bench.runner.BenchConfig` (before anything
+    """Check every field of a :class:`~hgresearch.bench.config.BenchConfig` (before anything
     is written); raises :class:`OptionError` naming the option of the first bad field."""
     from pathlib import Path
 

@@ -375,8 +375,8 @@ def makespan_s(durations_s: list[float], nodes: int) -> float:
 
 
 def bench_config(sweep: Sweep, entry: SweepServer, qps: float, base_url: str) -> Any:
-    """The :class:`~hgresearch.bench.runner.BenchConfig` of one run."""
-    from hgresearch.bench.runner import BenchConfig
+    """The :class:`~hgresearch.bench.config.BenchConfig` of one run."""
+    from hgresearch.bench.config import BenchConfig
 
     fields = {f.name for f in dataclasses.fields(BenchConfig)}
     values: dict[str, Any] = {}
@@ -567,7 +567,7 @@ def _run_point(sweep: Sweep, entry: SweepServer, point: RunPoint, server: VLLMSe
     """One run on a started server, recorded ``ok`` or ``failed``; a failed run does not stop
     the sweep (Ctrl-C and SIGTERM do); nor does a run whose requests all failed (its folder is
     kept, its status is ``failed``)."""
-    from hgresearch.bench.runner import every_request_failed, failure_text
+    from hgresearch.bench.preflight import every_request_failed, failure_text
 
     start = time.monotonic()
     if not server.alive():

@@ -88,8 +88,10 @@ def bench(
     server's answer and what to change. A point where every request failed for another reason
     is kept and the other points run; the exit code is then 1.
     """
+    from hgresearch.bench.config import BenchConfig
     from hgresearch.bench.options import parse_goodput, parse_qps, parse_workload_option
-    from hgresearch.bench.runner import BenchConfig, raise_for_failed_points, run_qps_sweep
+    from hgresearch.bench.preflight import raise_for_failed_points
+    from hgresearch.bench.runner import run_qps_sweep
 
     rates = parse_qps(qps)
     endpoints = _endpoints(base_url, fleet, model)

@@ -94,7 +94,7 @@ def test_broken_model_dir_fails_with_log_tail(vllm_python: str, tiny_model: Path
 
 def test_sweep_interrupt_resume_and_cross_checks(vllm_python: str, tiny_model: Path,
                                                  tmp_path: Path) -> None:
-    from hgresearch.bench.runner import summarize_run_dir
+    from hgresearch.bench.run_summary import summarize_run_dir
     from hgresearch.data.ingest import read_runs
 
     spec = yaml.safe_load(SWEEP_FILE.read_text())

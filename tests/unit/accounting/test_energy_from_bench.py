@@ -12,7 +12,8 @@ from fake_nvml import CONSTANT_TRACE, FakeNVML
 
 from hgresearch.accounting import energy
 from hgresearch.bench import telemetry
-from hgresearch.bench.runner import BenchConfig, run_benchmark
+from hgresearch.bench.config import BenchConfig
+from hgresearch.bench.runner import run_benchmark
 from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.data.ingest import read_runs
 

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from hgresearch.bench.runner import summarize_run_dir
+from hgresearch.bench.run_summary import summarize_run_dir
 from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.paths import REPO_ROOT
 

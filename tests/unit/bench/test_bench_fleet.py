@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.options import OptionError
-from hgresearch.bench.runner import BenchConfig, run_benchmark
+from hgresearch.bench.runner import run_benchmark
 from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.data.runfolder import read_records, read_requests, read_summary
 

@@ -16,8 +16,10 @@ import pytest
 from fake_nvml import CONSTANT_TRACE, FakeNVML
 
 from hgresearch.bench import telemetry
+from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.options import OptionError
-from hgresearch.bench.runner import BenchConfig, run_benchmark, run_qps_sweep, summarize_run_dir
+from hgresearch.bench.run_summary import summarize_run_dir
+from hgresearch.bench.runner import run_benchmark, run_qps_sweep
 from hgresearch.bench.server.mock import MockServerConfig, serve_in_subprocess, serve_in_thread
 from hgresearch.data.ingest import RUN_COLUMNS, read_runs
 from hgresearch.data.runfolder import read_records
@@ -241,7 +243,7 @@ def test_concurrency_cap_is_respected_and_its_wait_is_not_schedule_lag(tmp_path)
 
 
 def test_unreachable_server_stops_early_and_leaves_a_restartable_folder(tmp_path):
-    from hgresearch.bench.runner import ServerUnreachable
+    from hgresearch.bench.preflight import ServerUnreachable
 
     with socket_closed_port() as port:
         cfg = _config(f"http://127.0.0.1:{port}", num_prompts=5, timeout_s=2.0)

@@ -12,16 +12,15 @@ import time
 
 import pytest
 
-from hgresearch.bench.runner import (
-    BenchConfig,
+from hgresearch.bench.config import BenchConfig
+from hgresearch.bench.preflight import (
     PointsFailed,
     ServerUnreachable,
     ServerUnusable,
     preflight,
     raise_for_failed_points,
-    run_benchmark,
-    run_qps_sweep,
 )
+from hgresearch.bench.runner import run_benchmark, run_qps_sweep
 from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.data.runfolder import read_records
 from hgresearch.errors import InputError
