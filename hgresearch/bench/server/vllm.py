@@ -118,20 +118,26 @@ class VLLMServerConfig:
     engine: str = "vllm"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, where: str = "server") -> VLLMServerConfig:
-        """Build from a mapping (sweep file); unknown keys are an error naming them."""
+    def from_dict(cls, data: dict[str, Any], *, where: str = "") -> VLLMServerConfig:
+        """Build from a mapping (sweep file, notebook parameter). An unknown key, a missing
+        ``model`` or a bad value is an :class:`~hgresearch.errors.InputError` whose field is
+        the key, after ``where.`` when ``where`` is given (so a caller can find its line)."""
+        def bad(message: str, key: str) -> InputError:
+            return InputError(message, field=f"{where}.{key}" if where else key)
+
         known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
-            raise ValueError(f"{where}: unknown server option(s) {unknown}; known: "
-                             f"{sorted(known)}")
+            raise bad(f"unknown server option; known: {sorted(known)}", str(unknown[0]))
         if "model" not in data:
-            raise ValueError(f"{where}: 'model' is required")
+            raise bad("required server option is missing", "model")
         config = cls(**data)
         if config.engine not in ENGINES:
-            raise ValueError(f"{where}: engine must be one of {list(ENGINES)}, got "
-                             f"{config.engine!r}")
-        config.check_process_options()
+            raise bad(f"expected one of {list(ENGINES)}, got {config.engine!r}", "engine")
+        try:
+            config.check_process_options()
+        except InputError as err:
+            raise bad(err.reason, str(err.field)) from None
         return config
 
     def check_process_options(self) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hgresearch.bench import sweep as sweep_module
 from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
+from hgresearch.bench.sweep import local as sweep_local
 from hgresearch.bench.sweep import parse_sweep, run_sweep
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -41,7 +41,7 @@ class _TestDoubleServer:
 
 
 def test_point_where_every_request_failed_is_a_failed_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep_module, "VLLMServer", _TestDoubleServer)
+    monkeypatch.setattr(sweep_local, "VLLMServer", _TestDoubleServer)
     model = tmp_path / "model"
     model.mkdir()
     spec = {"name": "t", "out_dir": str(tmp_path / "out"), "qps": [50, 20], "warmup_requests": 0,
