@@ -107,7 +107,7 @@ class _Progress:
         self.sent = self.done = self.failed = self.tokens = 0
         self.start = time.monotonic()
         self._last = 0.0
-        self._bar: tqdm[None] | None = None
+        self._bar: tqdm[Any] | None = None
 
     def begin(self) -> None:
         """Show the bar (after the warm-up, whose status lines would break it)."""
@@ -133,7 +133,7 @@ class _Progress:
             self._last = now
             self._postfix(self._bar, now)
 
-    def _postfix(self, bar: tqdm[None], now: float) -> None:
+    def _postfix(self, bar: tqdm[Any], now: float) -> None:
         elapsed = max(now - self.start, 1e-9)
         bar.set_postfix_str(
             f"sent={self.sent} done={self.done} failed={self.failed} "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -129,7 +129,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def _endpoints(base_urls: list[str] | None, fleet_file: Path | None,
-               model: str) -> list[dict[str, object]]:
+               model: str) -> list[dict[str, Any]]:
     """The endpoints of a multi-endpoint run (empty for one server): from --fleet, or from a
     repeated --base-url."""
     from hgresearch.bench.options import OptionError

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from hgresearch.bench.fasthttp import set_nodelay
 from hgresearch.bench.schedule import sleep_until_ns
 from hgresearch.paths import REPO_ROOT
 
@@ -85,10 +86,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            # Small SSE writes must leave at once (Nagle + delayed ACK would hold them ~40 ms).
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_nodelay(transport)  # small SSE writes must leave at once
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -188,7 +188,8 @@ def vllm_distribution(python: str) -> dict[str, str | None]:
     try:
         out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
                              check=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        answer: dict[str, str | None] = json.loads(out.strip().splitlines()[-1])
+        return answer
     except (subprocess.SubprocessError, OSError, json.JSONDecodeError, IndexError):
         return {"distribution": None, "version": None, "torch": None}
 
