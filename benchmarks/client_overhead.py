@@ -25,8 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hgresearch.bench.runner import BenchConfig, run_benchmark
-from hgresearch.bench.server.mock import ServerConfig, serve_in_subprocess
+from hgresearch.bench.config import BenchConfig
+from hgresearch.bench.runner import run_benchmark
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_subprocess
 from hgresearch.data.runfolder import read_records
 
 TTFT_MS = 20.0
@@ -39,8 +40,8 @@ def one_run(rate: float, duration_s: float, work: Path) -> dict:
     n = max(20, int(rate * duration_s))
     log = work / f"server_{rate:g}.json"
     load_before = os.getloadavg()
-    with serve_in_subprocess(ServerConfig(ttft_ms=TTFT_MS, itl_ms=ITL_MS,
-                                          event_log=str(log))) as url:
+    with serve_in_subprocess(MockServerConfig(ttft_ms=TTFT_MS, itl_ms=ITL_MS,
+                                              event_log=str(log))) as url:
         cfg = BenchConfig(base_url=url, model="test-model", request_rate_qps=rate,
                           num_prompts=n, warmup_requests=1,
                           workload={"kind": "random", "input_len": 16,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hgresearch.bench.server.mock import ServerConfig, serve_in_subprocess
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_subprocess
 
 TTFT_MS, ITL_MS, OUT_TOK = 20.0, 5.0, 16
 REPO = Path(__file__).resolve().parents[1]
@@ -106,8 +106,8 @@ def main() -> None:
                 log = work / f"log_{client}_{rate:g}.json"
                 load = os.getloadavg()[0]
                 cpu0 = _children_cpu_s()
-                with serve_in_subprocess(ServerConfig(ttft_ms=TTFT_MS, itl_ms=ITL_MS,
-                                                      event_log=str(log))) as url:
+                with serve_in_subprocess(MockServerConfig(ttft_ms=TTFT_MS, itl_ms=ITL_MS,
+                                                          event_log=str(log))) as url:
                     cpu0 = _children_cpu_s()
                     t0 = time.monotonic()
                     if client == "hgresearch":

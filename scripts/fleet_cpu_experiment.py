@@ -30,10 +30,12 @@ from typing import Any
 
 import yaml
 
+from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.dummy_model import synth_model
-from hgresearch.bench.runner import BenchConfig, run_benchmark
+from hgresearch.bench.runner import run_benchmark
+from hgresearch.bench.server.process import sigterm_as_exit
 from hgresearch.bench.server.prometheus import cross_check, scrape
-from hgresearch.bench.server.vllm import ServerConfig, VLLMServer, sigterm_as_exit, warm_up
+from hgresearch.bench.server.vllm import VLLMServer, VLLMServerConfig, warm_up
 from hgresearch.bench.sweep import qps_label
 from hgresearch.data.runfolder import is_finished, write_server_metrics
 
@@ -60,7 +62,7 @@ def start_servers(spec: dict[str, Any], out_dir: Path, stack: contextlib.ExitSta
         model_dir = synth_model(name, REPO_ROOT / "build" / "models" / name)
         options = {**spec.get("server", {}), **entry.get("server", {}),
                    "model": str(model_dir.relative_to(REPO_ROOT)), "load_format": "dummy"}
-        config = ServerConfig.from_dict(options, where=f"servers[{name}]")
+        config = VLLMServerConfig.from_dict(options, where=f"servers[{name}]")
         server = VLLMServer(config, log_dir=out_dir / "_experiment" / name)
         print(f"starting {name} on port {config.port}, cores {config.cpu_affinity} ...",
               flush=True)

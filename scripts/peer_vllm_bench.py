@@ -19,9 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.dummy_model import synth_model
-from hgresearch.bench.runner import BenchConfig, run_benchmark
-from hgresearch.bench.server.vllm import ServerConfig, VLLMServer, free_port, warm_up
+from hgresearch.bench.runner import run_benchmark
+from hgresearch.bench.server.process import free_port
+from hgresearch.bench.server.vllm import VLLMServer, VLLMServerConfig, warm_up
 from hgresearch.bench.sweep import qps_label
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +55,7 @@ def vllm_bench(server: VLLMServer, model_dir: Path, qps: float, out_dir: Path,
     return out_dir / name
 
 
-def ours_config(base_url: str, config: ServerConfig, qps: float) -> BenchConfig:
+def ours_config(base_url: str, config: VLLMServerConfig, qps: float) -> BenchConfig:
     """Our client's configuration for one point (the same workload as vLLM's client)."""
     return BenchConfig(
         base_url=base_url, model=config.name, request_rate_qps=qps, num_prompts=NUM_PROMPTS,
@@ -71,10 +73,10 @@ def main() -> None:
     args = parser.parse_args()
     model_dir = synth_model("tiny-llama-cpu", REPO_ROOT / "build" / "models" / "tiny-llama-cpu")
     # As sweeps/cpu.yaml: the server keeps to core 0 so that either client keeps the other.
-    config = ServerConfig(model=str(model_dir.relative_to(REPO_ROOT)),
-                          served_model_name="tiny-llama-cpu", dtype="float32",
-                          max_model_len=1024, load_format="dummy", port=free_port(),
-                          cpu_affinity="0", nice=5, env={"OMP_WAIT_POLICY": "PASSIVE"})
+    config = VLLMServerConfig(model=str(model_dir.relative_to(REPO_ROOT)),
+                              served_model_name="tiny-llama-cpu", dtype="float32",
+                              max_model_len=1024, load_format="dummy", port=free_port(),
+                              cpu_affinity="0", nice=5, env={"OMP_WAIT_POLICY": "PASSIVE"})
     with VLLMServer(config, args.out / "server") as server:
         print(f"server healthy after {server.ready_after_s:.1f} s", flush=True)
         warm_up(server.base_url, config.name, requests=8)

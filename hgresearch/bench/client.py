@@ -16,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
 from hgresearch.bench.fasthttp import FastPool
 from hgresearch.bench.prompts import RequestSpec
+
+T = TypeVar("T")
 
 #: Most characters of an error body kept in a record.
 ERROR_TEXT_CHARS = 300
@@ -252,6 +254,18 @@ async def send_request_fast(
         await gate()
     return _record(spec, opts, t_sent, t_done, resp.status, resp.pieces, resp.error_class,
                    resp.error, secrets)
+
+
+def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` — in a fresh thread when this one already runs a loop (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def make_session(pool_size: int, read_bufsize: int = 1 << 20) -> aiohttp.ClientSession:

@@ -13,6 +13,7 @@ is chunked, has a Content-Length, or runs until close.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,14 @@ class RawResponse:
         return b"".join(p for _, p in self.pieces)
 
 
+def set_nodelay(transport: asyncio.BaseTransport) -> None:
+    """Send small writes at once on a TCP transport: Nagle's algorithm with the peer's delayed
+    ACK would hold a streamed event or a request for ~40 ms."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class _Conn(asyncio.Protocol):
     """One keep-alive connection; carries one request at a time."""
 
@@ -42,7 +51,7 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.served = 0               # requests started on this connection
-        self._fut: asyncio.Future | None = None
+        self._fut: asyncio.Future[None] | None = None
         self._resp: RawResponse | None = None
         self._buf = b""
         self._state = "idle"          # head | chunk_size | chunk_data | chunk_trailer | length
@@ -52,11 +61,7 @@ class _Conn(asyncio.Protocol):
     # -- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            import socket
-
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_nodelay(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -74,7 +79,8 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         t = time.monotonic_ns()  # first: this is the arrival time of everything in `data`
         if self._resp is None:
-            self.transport.close()  # unsolicited bytes: the connection is unusable
+            if self.transport is not None:
+                self.transport.close()  # unsolicited bytes: the connection is unusable
             return
         buf = self._buf + data if self._buf else data
         self._buf = b""
@@ -175,7 +181,7 @@ class _Conn(asyncio.Protocol):
         if fut is not None and not fut.done():
             fut.set_result(None)
 
-    def start(self, request: bytes, resp: RawResponse) -> asyncio.Future:
+    def start(self, request: bytes, resp: RawResponse) -> asyncio.Future[None]:
         """Send ``request``; the returned future completes when ``resp`` is complete."""
         assert self.transport is not None
         self._fut = asyncio.get_running_loop().create_future()

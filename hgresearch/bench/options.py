@@ -5,16 +5,26 @@ Every check raises :class:`OptionError` (an :class:`~hgresearch.errors.InputErro
 one-line message starts with the command-line option, e.g. ``--qps: empty value between commas
 in '20,,8'``; the error handler of the command line turns it into exit code 2. They run before
 anything is written: a bad value never leaves a run folder behind.
+
+The parsers also take what a notebook's parameters hold (``notebooks/01_benchmark.ipynb``):
+papermill's ``-p`` passes a list or a mapping as its text and a number as a number, ``-y`` and
+the defaults pass the values themselves; :func:`parse_qps`, :func:`parse_workload_option` and
+:func:`parse_json_mapping` accept either form.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hgresearch.data.summary import LATENCY_METRICS
 from hgresearch.errors import InputError
+
+if TYPE_CHECKING:
+    from hgresearch.bench.config import BenchConfig
 
 
 class Endpoint(StrEnum):
@@ -41,7 +51,7 @@ class HttpClient(StrEnum):
 #: Latency metrics a goodput SLO can bound (milliseconds), as vLLM's ``--goodput``.
 GOODPUT_METRICS = LATENCY_METRICS
 
-#: Command-line option of each :class:`~hgresearch.bench.runner.BenchConfig` field whose option
+#: Command-line option of each :class:`~hgresearch.bench.config.BenchConfig` field whose option
 #: is not simply ``--`` + the field name with dashes.
 FIELD_OPTIONS = {"warmup_requests": "--warmup", "tensor_parallel_size": "--tp",
                  "goodput_slo_ms": "--goodput", "request_rate_qps": "--qps",
@@ -67,12 +77,21 @@ def _fail(field: str, message: str) -> OptionError:
     return OptionError(option_name(field), message, field=field)
 
 
-def parse_qps(text: str) -> list[float]:
+def parse_qps(value: str | float | Sequence[float | str]) -> list[float]:
     """``"32,16,8"`` -> ``[32.0, 16.0, 8.0]``; ``inf`` sends all requests at once.
 
+    Also takes a list's text (``"[32, 16, 8]"``, papermill ``-p``), a list, or one number.
     Each rate must be > 0 and given once (each rate gets its own run folder).
     """
-    items = [item.strip() for item in str(text).split(",")]
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):
+            text = text[1:-1]
+    elif isinstance(value, int | float):
+        text = str(value)
+    else:
+        text = ",".join(str(item) for item in value)
+    items = [item.strip() for item in text.split(",")]
     if not any(items):
         raise _fail("request_rate_qps", "expected comma-separated request rates (req/s), "
                                         f"got {text!r}")
@@ -134,17 +153,35 @@ def validate_goodput(slo_ms: dict[str, Any] | None) -> None:
                                           f"milliseconds, got {value!r}")
 
 
-def parse_workload_option(text: str) -> dict[str, Any]:
-    """The ``--workload`` text as a checked spec (see
+def parse_workload_option(value: str | Mapping[str, Any]) -> dict[str, Any]:
+    """The ``--workload`` text (or a spec mapping) as a checked spec (see
     :func:`hgresearch.bench.prompts.parse_workload` and ``validate_workload``)."""
     from hgresearch.bench.prompts import parse_workload, validate_workload
 
     try:
-        spec = parse_workload(text)
+        spec = dict(value) if isinstance(value, Mapping) else parse_workload(str(value))
         validate_workload(spec)
     except InputError as err:
         raise _fail("workload", err.reason) from None
     return spec
+
+
+def parse_json_mapping(value: str | Mapping[str, Any] | None, field: str) -> dict[str, Any]:
+    """A mapping parameter given as a mapping or as its JSON text (``'{"port": 8011}'``);
+    None, ``""`` and ``{}`` are the empty mapping. ``field`` names it in errors."""
+    if value is None or isinstance(value, Mapping):
+        return dict(value or {})
+    text = str(value).strip()
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise _fail(field, f"malformed JSON: {err.msg} at column {err.colno} of "
+                           f"{text!r}") from None
+    if not isinstance(data, dict):
+        raise _fail(field, f"expected a JSON object such as {{\"key\": 1}}, got {text!r}")
+    return data
 
 
 def _choice(field: str, value: Any, choices: type[StrEnum]) -> None:
@@ -171,8 +208,8 @@ def _number(field: str, value: Any, *, low: float, strict: bool, unit: str = "",
         raise _fail(field, f"expected a number {bound}{unit}, got {value!r}")
 
 
-def validate_config(config: Any) -> None:
-    """Check every field of a :class:`~hgresearch.bench.runner.BenchConfig` (before anything
+def validate_config(config: BenchConfig) -> None:
+    """Check every field of a :class:`~hgresearch.bench.config.BenchConfig` (before anything
     is written); raises :class:`OptionError` naming the option of the first bad field."""
     from pathlib import Path
 
@@ -225,7 +262,7 @@ FLEET_ENDPOINT_KEYS = ("base_url", "model", "name", "capacity_weight", "price_us
                        "max_outstanding")
 
 
-def validate_fleet(config: Any) -> None:
+def validate_fleet(config: BenchConfig) -> None:
     """Several endpoints (``fleet``): each a distinct http(s) URL with a served model name,
     a positive capacity weight and a non-negative price; a known routing policy."""
     from hgresearch.traffic.routing import Policy

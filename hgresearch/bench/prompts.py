@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hgresearch.data.files import iter_json_lines, read_text
 from hgresearch.errors import InputError
 
 # The length distributions and vLLM's ShareGPT filters live below bench, shared with the
@@ -45,6 +46,10 @@ class RequestSpec:
     prompt: str
     prompt_len: int
     output_len: int
+
+
+#: One request of a source before it gets its index: prompt, prompt length, output length.
+Row = tuple[str, int, int]
 
 
 class Tokenizer(Protocol):
@@ -106,10 +111,10 @@ def load_tokenizer(path: str | Path | None) -> Tokenizer:
     return WordTokenizer() if path is None else HFTokenizer(path)
 
 
-def _sharegpt(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
+def _sharegpt(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[Row]:
     path = Path(params["path"])
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise InputError(f"malformed JSON: {err.msg}", file=str(path), line=err.lineno) from None
     if not isinstance(data, list):
@@ -140,7 +145,7 @@ def _sharegpt(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list
     return out
 
 
-def _random(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
+def _random(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[Row]:
     input_len = int(params.get("input_len", 1024))
     output_len = int(params.get("output_len", 128))
     ratio = float(params.get("range_ratio", 1.0))
@@ -158,7 +163,7 @@ def _random(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[t
     return out
 
 
-def _synthetic(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
+def _synthetic(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[Row]:
     rng = np.random.default_rng(seed)
     in_lens = draw_lengths(params.get("input", {"dist": "constant", "value": 128}), n, rng)
     out_lens = draw_lengths(params.get("output", {"dist": "constant", "value": 128}), n, rng)
@@ -168,16 +173,10 @@ def _synthetic(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> lis
              int(in_lens[i]), int(out_lens[i])) for i in range(n)]
 
 
-def _jsonl(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[tuple]:
+def _jsonl(params: dict[str, Any], n: int, seed: int, tok: Tokenizer) -> list[Row]:
     path = Path(params["path"])
     out = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise InputError(f"malformed JSON: {err.msg}", file=str(path), line=number) from None
+    for number, row in iter_json_lines(path):
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
             raise InputError("expected a string", file=str(path), line=number, field="prompt")
         output_len = row.get("output_len")
@@ -203,12 +202,12 @@ def parse_workload(text: str) -> dict[str, Any]:
     """
     if text.lstrip().startswith("{"):
         try:
-            spec = json.loads(text)
+            whole = json.loads(text)
         except json.JSONDecodeError as err:
             raise InputError(f"malformed JSON: {err.msg}", field="workload") from None
-        if not isinstance(spec, dict) or "kind" not in spec:
+        if not isinstance(whole, dict) or "kind" not in whole:
             raise InputError("expected a JSON object with 'kind'", field="workload")
-        return spec
+        return whole
     kind, _, rest = text.partition(":")
     spec: dict[str, Any] = {"kind": kind.strip()}
     for item in filter(None, (p.strip() for p in rest.split(","))):

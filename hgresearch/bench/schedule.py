@@ -47,13 +47,13 @@ class PreciseTimer:
     """
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._heap: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._thread = threading.Thread(target=self._run, name="precise-timer", daemon=True)
         self._thread.start()
 
-    def wait_until(self, deadline_ns: int) -> asyncio.Future:
+    def wait_until(self, deadline_ns: int) -> asyncio.Future[None]:
         """A future of the running loop that completes at ``deadline_ns`` (or just after)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -80,7 +80,7 @@ class PreciseTimer:
                 pass  # that loop is closed
 
 
-def _wake(fut: asyncio.Future) -> None:
+def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -88,8 +88,10 @@ def bench(
     server's answer and what to change. A point where every request failed for another reason
     is kept and the other points run; the exit code is then 1.
     """
+    from hgresearch.bench.config import BenchConfig
     from hgresearch.bench.options import parse_goodput, parse_qps, parse_workload_option
-    from hgresearch.bench.runner import BenchConfig, raise_for_failed_points, run_qps_sweep
+    from hgresearch.bench.preflight import raise_for_failed_points
+    from hgresearch.bench.runner import run_qps_sweep
 
     rates = parse_qps(qps)
     endpoints = _endpoints(base_url, fleet, model)
@@ -127,7 +129,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def _endpoints(base_urls: list[str] | None, fleet_file: Path | None,
-               model: str) -> list[dict[str, object]]:
+               model: str) -> list[dict[str, Any]]:
     """The endpoints of a multi-endpoint run (empty for one server): from --fleet, or from a
     repeated --base-url."""
     from hgresearch.bench.options import OptionError

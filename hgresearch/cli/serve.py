@@ -79,7 +79,8 @@ def serve(
     = None,
 ) -> None:
     """Start a vLLM server, wait until healthy, keep it up until Ctrl-C, then stop it."""
-    from hgresearch.bench.server.vllm import ServerConfig, VLLMServer, sigterm_as_exit
+    from hgresearch.bench.server.process import sigterm_as_exit
+    from hgresearch.bench.server.vllm import VLLMServer, VLLMServerConfig
 
     model_path = model
     if synth:
@@ -88,12 +89,12 @@ def serve(
         model_path = str(synth_model(model, Path("build/models") / model))
         served_model_name = served_model_name or model
         load_format = load_format or "dummy"
-    config = ServerConfig(model=model_path, served_model_name=served_model_name, host=host,
-                          port=port, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                          max_model_len=max_model_len,
-                          gpu_memory_utilization=gpu_memory_utilization,
-                          load_format=load_format, cuda_visible_devices=gpus,
-                          extra_args=list(extra or []), cpu_affinity=cpu_affinity, nice=nice)
+    config = VLLMServerConfig(model=model_path, served_model_name=served_model_name, host=host,
+                              port=port, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                              max_model_len=max_model_len,
+                              gpu_memory_utilization=gpu_memory_utilization,
+                              load_format=load_format, cuda_visible_devices=gpus,
+                              extra_args=list(extra or []), cpu_affinity=cpu_affinity, nice=nice)
     config.check_process_options()
     server = VLLMServer(config, log_dir)
     typer.echo(f"starting vLLM ({server.python}); log: {server.log_path}")

@@ -8,7 +8,7 @@ import json
 import papermill as pm
 import pytest
 
-from hgresearch.bench.server.mock import ServerConfig, serve_in_thread
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.data.ingest import read_runs
 from hgresearch.paths import REPO_ROOT
 
@@ -28,7 +28,7 @@ def test_notebook_is_committed_without_outputs_and_not_in_reproduce():
 @pytest.mark.slow
 def test_notebook_runs_under_papermill_and_writes_run_folders(tmp_path):
     out = tmp_path / "runs"
-    with serve_in_thread(ServerConfig(ttft_ms=3, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=3, itl_ms=1)) as url:
         pm.execute_notebook(
             str(NOTEBOOK), str(tmp_path / "out.ipynb"), kernel_name="python3",
             progress_bar=False, cwd=str(REPO),

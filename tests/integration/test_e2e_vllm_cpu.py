@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hgresearch.bench.server.process import free_port
 from hgresearch.bench.server.vllm import (
     DEFAULT_VLLM_VENV,
-    ServerConfig,
     ServerError,
     VLLMServer,
-    free_port,
+    VLLMServerConfig,
 )
 
 pytestmark = pytest.mark.integration
@@ -82,8 +82,8 @@ def test_broken_model_dir_fails_with_log_tail(vllm_python: str, tiny_model: Path
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (broken / name).write_bytes((tiny_model / name).read_bytes())
     (broken / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_')
-    server = VLLMServer(ServerConfig(model=str(broken), load_format="dummy", port=free_port(),
-                                     python=vllm_python, startup_timeout_s=240), tmp_path)
+    server = VLLMServer(VLLMServerConfig(model=str(broken), load_format="dummy", port=free_port(),
+                                         python=vllm_python, startup_timeout_s=240), tmp_path)
     with pytest.raises(ServerError) as err:
         server.start()
     text = str(err.value)
@@ -94,7 +94,7 @@ def test_broken_model_dir_fails_with_log_tail(vllm_python: str, tiny_model: Path
 
 def test_sweep_interrupt_resume_and_cross_checks(vllm_python: str, tiny_model: Path,
                                                  tmp_path: Path) -> None:
-    from hgresearch.bench.runner import summarize_run_dir
+    from hgresearch.bench.run_summary import summarize_run_dir
     from hgresearch.data.ingest import read_runs
 
     spec = yaml.safe_load(SWEEP_FILE.read_text())

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hgresearch.bench.server.vllm import free_port
+from hgresearch.bench.server.process import free_port
 from hgresearch.bench.sweep import (
     STATUS_FILE,
     SweepServer,

@@ -215,7 +215,7 @@ def test_one_definition_of_keys_and_labels():
 
 
 def test_sweep_folder_name_is_the_hardware_label():
-    from hgresearch.bench.server.vllm import ServerConfig as VLLMServerConfig
+    from hgresearch.bench.server.vllm import VLLMServerConfig
 
     server = SweepServer(server=VLLMServerConfig(model="m"), gpu_name="RTX-4090", gpu_count=2)
     server.server.tensor_parallel_size = 2

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from hgresearch.bench.fasthttp import set_nodelay
 from hgresearch.bench.schedule import sleep_until_ns
 from hgresearch.paths import REPO_ROOT
 
@@ -41,7 +42,7 @@ FAULTS = ("error", "hang", "disconnect", "malformed", "truncate", "short")
 
 
 @dataclass
-class ServerConfig:
+class MockServerConfig:
     """Behaviour of the test server (rates are per-request probabilities)."""
 
     ttft_ms: float = 20.0
@@ -85,10 +86,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            # Small SSE writes must leave at once (Nagle + delayed ACK would hold them ~40 ms).
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_nodelay(transport)  # small SSE writes must leave at once
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -157,7 +155,7 @@ def _chunk(data: bytes) -> bytes:
 
 
 class _Server:
-    def __init__(self, cfg: ServerConfig) -> None:
+    def __init__(self, cfg: MockServerConfig) -> None:
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         self.count = 0
@@ -299,7 +297,7 @@ def _bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _serve(cfg: ServerConfig, sock: socket.socket, stop: asyncio.Event) -> None:
+async def _serve(cfg: MockServerConfig, sock: socket.socket, stop: asyncio.Event) -> None:
     server = _Server(cfg)
     loop = asyncio.get_running_loop()
     listener = await loop.create_server(lambda: _Conn(server), sock=sock, backlog=1024)
@@ -316,10 +314,10 @@ async def _serve(cfg: ServerConfig, sock: socket.socket, stop: asyncio.Event) ->
 
 
 @contextlib.contextmanager
-def serve_in_thread(cfg: ServerConfig | None = None, host: str = "127.0.0.1") -> Iterator[str]:
+def serve_in_thread(cfg: MockServerConfig | None = None, host: str = "127.0.0.1") -> Iterator[str]:
     """Run the server in a background thread; yields its base URL (for functional tests —
     timing tests should use :func:`serve_in_subprocess`, which does not share the GIL)."""
-    cfg = cfg or ServerConfig()
+    cfg = cfg or MockServerConfig()
     sock = _bound_socket(host, 0)
     url = f"http://{host}:{sock.getsockname()[1]}"
     loop = asyncio.new_event_loop()
@@ -335,7 +333,7 @@ def serve_in_thread(cfg: ServerConfig | None = None, host: str = "127.0.0.1") ->
         loop.close()
 
 
-def server_args(cfg: ServerConfig) -> list[str]:
+def server_args(cfg: MockServerConfig) -> list[str]:
     """Command-line flags reproducing ``cfg``."""
     args = []
     for name, value in vars(cfg).items():
@@ -350,10 +348,10 @@ def server_args(cfg: ServerConfig) -> list[str]:
 
 
 @contextlib.contextmanager
-def serve_in_subprocess(cfg: ServerConfig | None = None, host: str = "127.0.0.1",
+def serve_in_subprocess(cfg: MockServerConfig | None = None, host: str = "127.0.0.1",
                         python: str | None = None) -> Iterator[str]:
     """Run the server as a separate process; yields its base URL, stops it afterwards."""
-    cfg = cfg or ServerConfig()
+    cfg = cfg or MockServerConfig()
     cmd = [python or sys.executable, "-m", "hgresearch.bench.server.mock", "--host", host,
            "--port", "0", *server_args(cfg)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -377,7 +375,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    defaults = ServerConfig()
+    defaults = MockServerConfig()
     for name, value in vars(defaults).items():
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):
@@ -386,7 +384,7 @@ def main(argv: list[str] | None = None) -> None:
             kind = type(value) if value is not None else str
             parser.add_argument(flag, type=kind, default=value)
     args = parser.parse_args(argv)
-    cfg = ServerConfig(**{k: getattr(args, k) for k in vars(defaults)})
+    cfg = MockServerConfig(**{k: getattr(args, k) for k in vars(defaults)})
     sock = _bound_socket(args.host, args.port)
     print(f"listening on http://{args.host}:{sock.getsockname()[1]}", flush=True)
     async def serve_until_signal() -> None:

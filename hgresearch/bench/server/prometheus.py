@@ -160,16 +160,16 @@ def server_deltas(before: list[Sample], after: list[Sample]) -> dict[str, Any]:
         r: _total(after, COUNTERS["requests_finished"], finished_reason=r)
         - _total(before, COUNTERS["requests_finished"], finished_reason=r) for r in reasons}
     for key, names in HISTOGRAMS.items():
-        name = next((n for n in names if any(s[0] == n + "_count" for s in after)), None)
-        if name is None:
+        metric = next((n for n in names if any(s[0] == n + "_count" for s in after)), None)
+        if metric is None:
             result[key] = None
             continue
-        count = _total(after, name + "_count") - _total(before, name + "_count")
-        total_s = _total(after, name + "_sum") - _total(before, name + "_sum")
-        b_after, b_before = _buckets(after, name), _buckets(before, name)
+        count = _total(after, metric + "_count") - _total(before, metric + "_count")
+        total_s = _total(after, metric + "_sum") - _total(before, metric + "_sum")
+        b_after, b_before = _buckets(after, metric), _buckets(before, metric)
         delta = {b: b_after[b] - b_before.get(b, 0.0) for b in b_after}
         result[key] = {
-            "metric": name, "count": count,
+            "metric": metric, "count": count,
             "mean_ms": 1000.0 * total_s / count if count > 0 else math.nan,
             "p50_ms": 1000.0 * histogram_quantile(delta, 0.50),
             "p90_ms": 1000.0 * histogram_quantile(delta, 0.90),

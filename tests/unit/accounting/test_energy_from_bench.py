@@ -12,8 +12,9 @@ from fake_nvml import CONSTANT_TRACE, FakeNVML
 
 from hgresearch.accounting import energy
 from hgresearch.bench import telemetry
-from hgresearch.bench.runner import BenchConfig, run_benchmark
-from hgresearch.bench.server.mock import ServerConfig, serve_in_thread
+from hgresearch.bench.config import BenchConfig
+from hgresearch.bench.runner import run_benchmark
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.data.ingest import read_runs
 
 
@@ -25,7 +26,7 @@ def test_bench_run_folder_gets_measured_energy_with_interval(tmp_path, monkeypat
                                                     "output_len": 12},
                          timeout_s=5.0, idle_baseline_s=0.3, bootstrap_reps=50,
                          telemetry=True, telemetry_hz=50, warmup_requests=4)
-    with serve_in_thread(ServerConfig(ttft_ms=4, itl_ms=2)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=4, itl_ms=2)) as url:
         config.base_url = url
         summary = run_benchmark(config, tmp_path, progress=False)
     assert summary["energy_source"] == "nvml_energy_counter"
@@ -55,7 +56,7 @@ def test_run_without_telemetry_stays_missing(tmp_path):
                                                    "output_len": 4},
                          timeout_s=5.0, idle_baseline_s=0.0, bootstrap_reps=20,
                          telemetry=False)
-    with serve_in_thread(ServerConfig(ttft_ms=2, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=2, itl_ms=1)) as url:
         config.base_url = url
         run_benchmark(config, tmp_path, progress=False)
     row = energy.add_measured_energy(read_runs(tmp_path)).iloc[0]

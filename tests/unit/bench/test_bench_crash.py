@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from hgresearch.bench.runner import summarize_run_dir
-from hgresearch.bench.server.mock import ServerConfig, serve_in_thread
+from hgresearch.bench.run_summary import summarize_run_dir
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -33,7 +33,7 @@ def test_kill_minus_9_keeps_finished_records_and_resume_finishes(tmp_path):
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     out = tmp_path / "sweep"
     jsonl = out / "qps60" / "requests.jsonl"
-    with serve_in_thread(ServerConfig(ttft_ms=10, itl_ms=4)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=10, itl_ms=4)) as url:
         proc = subprocess.Popen(_cli(url, out), env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60

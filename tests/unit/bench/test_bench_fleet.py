@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.options import OptionError
-from hgresearch.bench.runner import BenchConfig, run_benchmark
-from hgresearch.bench.server.mock import ServerConfig, serve_in_thread
+from hgresearch.bench.runner import run_benchmark
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.data.runfolder import read_records, read_requests, read_summary
 
 pytestmark = [pytest.mark.filterwarnings("ignore:telemetry unavailable"),
@@ -21,8 +22,8 @@ pytestmark = [pytest.mark.filterwarnings("ignore:telemetry unavailable"),
               # requests and routing, not timing.
               pytest.mark.filterwarnings("ignore:.*client-limited")]
 
-FAST = ServerConfig(ttft_ms=3, itl_ms=1)
-SLOW = ServerConfig(ttft_ms=40, itl_ms=10)
+FAST = MockServerConfig(ttft_ms=3, itl_ms=1)
+SLOW = MockServerConfig(ttft_ms=40, itl_ms=10)
 
 
 def _config(urls: list[str], policy: str = "jsq", **kw) -> BenchConfig:

@@ -10,6 +10,7 @@ from hgresearch.bench.options import (
     HttpClient,
     OptionError,
     parse_goodput,
+    parse_json_mapping,
     parse_qps,
     parse_workload_option,
 )
@@ -19,6 +20,50 @@ from hgresearch.errors import InputError
 
 def test_parse_qps():
     assert parse_qps("32, 16,8,inf") == [32.0, 16.0, 8.0, float("inf")]
+
+
+@pytest.mark.parametrize("value", ["[32, 16, 0.5]", [32, 16, 0.5], (32.0, "16", "0.5"),
+                                   " [32,16,0.5] "])
+def test_parse_qps_takes_a_notebook_parameter_as_text_or_list(value):
+    """papermill -p passes a list as its text, -y and the defaults as a list."""
+    assert parse_qps(value) == [32.0, 16.0, 0.5]
+
+
+def test_parse_qps_takes_one_number():
+    """papermill -p qps 8 passes the number 8."""
+    assert parse_qps(8) == [8.0] and parse_qps(float("inf")) == [float("inf")]
+    with pytest.raises(OptionError, match="given twice"):
+        parse_qps([8, 8.0])
+    with pytest.raises(OptionError, match="empty value"):
+        parse_qps("[8,]")
+
+
+def test_parse_workload_option_takes_a_spec_or_its_text():
+    spec = {"kind": "random", "input_len": 8, "output_len": 5}
+    assert parse_workload_option(spec) == spec
+    assert parse_workload_option(spec) is not spec  # a copy: the caller's stays as it was
+    assert parse_workload_option("random:input_len=8,output_len=5") == spec
+    with pytest.raises(OptionError, match="^--workload: random workload: input_len must be"):
+        parse_workload_option({"kind": "random", "input_len": 0})
+
+
+def test_parse_json_mapping():
+    assert parse_json_mapping({"port": 8011}, "server") == {"port": 8011}
+    assert parse_json_mapping('{"port": 8011, "dtype": "float32"}', "server") == {
+        "port": 8011, "dtype": "float32"}
+    assert parse_json_mapping("", "server") == parse_json_mapping(None, "server") == {}
+    assert parse_json_mapping("{}", "server") == {}
+
+
+@pytest.mark.parametrize("text,message", [
+    ('{"port": 80', "--server: malformed JSON"),
+    ("[1, 2]", "--server: expected a JSON object"),
+    ("port=8011", "--server: malformed JSON"),
+])
+def test_bad_json_mapping(text, message):
+    with pytest.raises(OptionError, match="^" + message) as err:
+        parse_json_mapping(text, "server")
+    assert err.value.field == "server"
 
 
 @pytest.mark.parametrize("text,message", [

@@ -70,6 +70,10 @@ def test_jsonl_workload_and_errors_name_line_and_field(tmp_path):
     with pytest.raises(InputError) as err:
         build_requests({"kind": "jsonl", "path": str(path)}, 2)
     assert err.value.line == 2 and err.value.field == "output_len"
+    path.write_text('{"prompt": "a", "output_len": 7}\n\n{"prompt": "b", "output_len": \n')
+    with pytest.raises(InputError, match="malformed JSON") as err:
+        build_requests({"kind": "jsonl", "path": str(path)}, 2)
+    assert err.value.line == 3 and err.value.file == str(path)
 
 
 def test_parse_workload_spec():

@@ -16,9 +16,11 @@ import pytest
 from fake_nvml import CONSTANT_TRACE, FakeNVML
 
 from hgresearch.bench import telemetry
+from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.options import OptionError
-from hgresearch.bench.runner import BenchConfig, run_benchmark, run_qps_sweep, summarize_run_dir
-from hgresearch.bench.server.mock import ServerConfig, serve_in_subprocess, serve_in_thread
+from hgresearch.bench.run_summary import summarize_run_dir
+from hgresearch.bench.runner import run_benchmark, run_qps_sweep
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_subprocess, serve_in_thread
 from hgresearch.data.ingest import RUN_COLUMNS, read_runs
 from hgresearch.data.runfolder import read_records
 from hgresearch.paths import REPO_ROOT
@@ -36,9 +38,9 @@ def _config(url: str, **kw) -> BenchConfig:
 
 @pytest.mark.parametrize("http_client", ["fast", "aiohttp"])
 def test_every_request_is_accounted_for_under_20_percent_faults(tmp_path, http_client):
-    faults = ServerConfig(ttft_ms=5, itl_ms=1, error_rate=0.04, hang_rate=0.04,
-                          disconnect_rate=0.03, malformed_rate=0.03, truncate_rate=0.03,
-                          short_rate=0.03, hang_s=3.0, seed=2)
+    faults = MockServerConfig(ttft_ms=5, itl_ms=1, error_rate=0.04, hang_rate=0.04,
+                              disconnect_rate=0.03, malformed_rate=0.03, truncate_rate=0.03,
+                              short_rate=0.03, hang_s=3.0, seed=2)
     with serve_in_thread(faults) as url:
         s = run_benchmark(_config(url, num_prompts=150, timeout_s=0.4, request_rate_qps=400,
                                   http_client=http_client), tmp_path, progress=False)
@@ -58,7 +60,7 @@ def test_every_request_is_accounted_for_under_20_percent_faults(tmp_path, http_c
 
 @pytest.mark.timing
 def test_several_tokens_per_event_are_counted_from_usage(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=5, itl_ms=2, tokens_per_event=3)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=5, itl_ms=2, tokens_per_event=3)) as url:
         s = run_benchmark(_config(url, workload={"kind": "random", "input_len": 8,
                                                  "output_len": 10}, num_prompts=10),
                           tmp_path / "cont", progress=False)
@@ -79,7 +81,7 @@ def test_several_tokens_per_event_are_counted_from_usage(tmp_path):
 
 
 def test_chat_endpoint(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=3, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=3, itl_ms=1)) as url:
         s = run_benchmark(_config(url, endpoint="chat", num_prompts=5), tmp_path,
                           progress=False)
     assert s["completed"] == 5 and s["backend"] == "openai-chat"
@@ -87,7 +89,7 @@ def test_chat_endpoint(tmp_path):
 
 
 def test_summary_is_read_by_the_runs_table_ingest(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=4, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=4, itl_ms=1)) as url:
         s = run_benchmark(_config(url, gpu_name="RTX 4090", gpu_count=2, replicas=1,
                                   request_rate_qps=100.0, price_usd_per_gpu_h=0.3),
                           tmp_path / "run", progress=False)
@@ -112,7 +114,7 @@ def test_api_key_never_appears_in_any_written_file(tmp_path, monkeypatch, http_c
     """The server requires the key and echoes it in error bodies (worst case)."""
     key = "sk-test-9f8e7d6c5b4a39281706"
     monkeypatch.setenv("HG_TEST_API_KEY", key)
-    cfg = ServerConfig(ttft_ms=3, itl_ms=1, api_key=key, echo_auth=True, error_rate=0.3)
+    cfg = MockServerConfig(ttft_ms=3, itl_ms=1, api_key=key, echo_auth=True, error_rate=0.3)
     with serve_in_thread(cfg) as url:
         s = run_benchmark(_config(url, api_key_env="HG_TEST_API_KEY", num_prompts=30,
                                   http_client=http_client), tmp_path, progress=False)
@@ -127,7 +129,7 @@ def test_api_key_never_appears_in_any_written_file(tmp_path, monkeypatch, http_c
 
 
 def test_existing_records_need_resume_and_resume_keeps_the_request_set(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=2, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=2, itl_ms=1)) as url:
         cfg = _config(url, num_prompts=5)
         run_benchmark(cfg, tmp_path, progress=False)
         with pytest.raises(FileExistsError, match="resume"):
@@ -142,7 +144,7 @@ def test_existing_records_need_resume_and_resume_keeps_the_request_set(tmp_path)
 
 
 def test_qps_sweep_writes_one_folder_per_rate_and_resume_skips_finished(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=2, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=2, itl_ms=1)) as url:
         cfg = _config(url, num_prompts=8)
         out = run_qps_sweep(cfg, [50, math.inf], tmp_path, progress=False)
         assert [s["request_rate"] for s in out] == [50.0, "inf"]
@@ -157,7 +159,7 @@ def test_measured_energy_with_fake_nvml(tmp_path, monkeypatch):
     """Two GPUs replaying 100 W each: energy = 200 W x the run windows, idle 200 W."""
     fake = FakeNVML([CONSTANT_TRACE, CONSTANT_TRACE], ["NVIDIA H100 PCIe"] * 2)
     monkeypatch.setattr(telemetry, "_import_nvml", lambda: fake)
-    with serve_in_thread(ServerConfig(ttft_ms=5, itl_ms=2)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=5, itl_ms=2)) as url:
         s = run_benchmark(_config(url, telemetry=True, telemetry_hz=50, idle_baseline_s=0.3,
                                   request_rate_qps=100.0, warmup_requests=6), tmp_path,
                           progress=False)
@@ -183,7 +185,7 @@ def test_timing_matches_the_servers_realized_delays(tmp_path):
     process). Bounds are generous because this machine is shared; the sub-0.5 ms figures come
     from benchmarks/client_overhead.py."""
     log = tmp_path / "server_log.json"
-    with serve_in_subprocess(ServerConfig(ttft_ms=20, itl_ms=5, event_log=str(log))) as url:
+    with serve_in_subprocess(MockServerConfig(ttft_ms=20, itl_ms=5, event_log=str(log))) as url:
         s = run_benchmark(_config(url, request_rate_qps=50.0, num_prompts=100,
                                   workload={"kind": "random", "input_len": 16,
                                             "output_len": 8}, warmup_requests=0),
@@ -227,7 +229,7 @@ def test_bad_parameters_fail_before_writing(tmp_path, field, value, option):
 
 @pytest.mark.timing
 def test_concurrency_cap_is_respected_and_its_wait_is_not_schedule_lag(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=20, itl_ms=2)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=20, itl_ms=2)) as url:
         s = run_benchmark(_config(url, request_rate_qps=math.inf, num_prompts=12,
                                   max_concurrency=3), tmp_path, progress=False)
     records = [r for r in read_records(tmp_path / "requests.jsonl") if not r["warmup"]]
@@ -241,7 +243,7 @@ def test_concurrency_cap_is_respected_and_its_wait_is_not_schedule_lag(tmp_path)
 
 
 def test_unreachable_server_stops_early_and_leaves_a_restartable_folder(tmp_path):
-    from hgresearch.bench.runner import ServerUnreachable
+    from hgresearch.bench.preflight import ServerUnreachable
 
     with socket_closed_port() as port:
         cfg = _config(f"http://127.0.0.1:{port}", num_prompts=5, timeout_s=2.0)

@@ -12,17 +12,16 @@ import time
 
 import pytest
 
-from hgresearch.bench.runner import (
-    BenchConfig,
+from hgresearch.bench.config import BenchConfig
+from hgresearch.bench.preflight import (
     PointsFailed,
     ServerUnreachable,
     ServerUnusable,
     preflight,
     raise_for_failed_points,
-    run_benchmark,
-    run_qps_sweep,
 )
-from hgresearch.bench.server.mock import ServerConfig, serve_in_thread
+from hgresearch.bench.runner import run_benchmark, run_qps_sweep
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.data.runfolder import read_records
 from hgresearch.errors import InputError
 
@@ -43,7 +42,7 @@ def _no_request_was_measured(run_dir) -> None:
 
 
 def test_wrong_model_stops_after_the_warmup_and_names_the_served_model(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1, strict_model=True)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1, strict_model=True)) as url:
         with pytest.raises(ServerUnusable) as err:
             run_qps_sweep(_config(url, model="llama"), [50, 20], tmp_path, progress=False)
     message = str(err.value)
@@ -55,7 +54,7 @@ def test_wrong_model_stops_after_the_warmup_and_names_the_served_model(tmp_path)
 
 
 def test_base_url_ending_in_v1_says_to_drop_it(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1)) as url:
         with pytest.raises(ServerUnusable, match="drop the trailing /v1 from --base-url"):
             run_benchmark(_config(url + "/v1"), tmp_path, progress=False)
     _no_request_was_measured(tmp_path)
@@ -65,7 +64,7 @@ def test_base_url_ending_in_v1_says_to_drop_it(tmp_path):
                                           ("", "wants an API key")])
 def test_bad_or_missing_api_key_says_so(tmp_path, monkeypatch, key, expected):
     monkeypatch.setenv("HG_TEST_KEY", key)
-    cfg = ServerConfig(ttft_ms=1, itl_ms=1, api_key="sk-right")
+    cfg = MockServerConfig(ttft_ms=1, itl_ms=1, api_key="sk-right")
     with serve_in_thread(cfg) as url:
         with pytest.raises(ServerUnusable) as err:
             run_benchmark(_config(url, api_key_env="HG_TEST_KEY"), tmp_path, progress=False)
@@ -73,7 +72,7 @@ def test_bad_or_missing_api_key_says_so(tmp_path, monkeypatch, key, expected):
 
 
 def test_failed_warmup_of_any_kind_stops_before_measuring(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0)) as url:
         with pytest.raises(ServerUnusable, match="HTTP 500"):
             run_benchmark(_config(url, warmup_requests=2), tmp_path, progress=False)
     _no_request_was_measured(tmp_path)
@@ -82,7 +81,7 @@ def test_failed_warmup_of_any_kind_stops_before_measuring(tmp_path):
 @pytest.mark.timing
 def test_silent_server_fails_within_the_timeout_and_says_it_is_waiting(tmp_path):
     lines: list[str] = []
-    with serve_in_thread(ServerConfig(silent=True)) as url:
+    with serve_in_thread(MockServerConfig(silent=True)) as url:
         start = time.monotonic()
         with pytest.raises(ServerUnreachable) as err:
             preflight(_config(url, timeout_s=1.0), echo=lines.append, tick_s=0.3)
@@ -97,7 +96,7 @@ def test_silent_server_fails_within_the_timeout_and_says_it_is_waiting(tmp_path)
 def test_all_failed_point_is_kept_and_the_sweep_goes_on(tmp_path):
     """No warm-up to catch it: every measured request fails (HTTP 500, not a configuration
     fault), the point is recorded, the next point runs, and the result says both failed."""
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0)) as url:
         with pytest.warns(UserWarning, match="all 6 measured requests failed"):
             summaries = run_qps_sweep(_config(url, warmup_requests=0), [50, 20], tmp_path,
                                       progress=False)
@@ -111,7 +110,7 @@ def test_all_failed_point_is_kept_and_the_sweep_goes_on(tmp_path):
 
 
 def test_all_failed_point_of_a_misconfigured_server_stops_the_sweep_and_keeps_it(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1, strict_model=True)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1, strict_model=True)) as url:
         with pytest.raises(ServerUnusable, match="the run folder is kept") as err:
             run_qps_sweep(_config(url, model="llama", warmup_requests=0), [50, 20], tmp_path,
                           progress=False)
@@ -122,7 +121,7 @@ def test_all_failed_point_of_a_misconfigured_server_stops_the_sweep_and_keeps_it
 
 
 def test_resume_refuses_changed_parameters_of_finished_and_unfinished_points(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1)) as url:
         cfg = _config(url)
         run_qps_sweep(cfg, [50], tmp_path, progress=False)
         changed = _config(url, seed=9, timeout_s=7.0)

@@ -62,22 +62,40 @@ def test_run_folders_are_named_by_model_hardware_qps_and_repeat(tmp_path: Path) 
     assert entry.server.load_format == "dummy" and entry.server.name == "tiny-llama-cpu"
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"qps": [0]}, "qps"),
-    ({"repeats": 0}, "repeats"),
-    ({"duration_s": -5}, "duration_s"),
-    ({"duration_s": 60}, "qps"),  # MINIMAL has an inf rate: no duration to fill
-    ({"colour": "red"}, "colour"),
-    ({"servers": [{"synth": "nope"}]}, "servers[0].synth"),
-    ({"servers": [{"server": {"model": "m", "tp": 2}}]}, "servers[0].server"),
-    ({"servers": [{"server": {"model": "m"}, "gpu_name": "GTX-1"}]}, "servers[0].gpu_name"),
+@pytest.mark.parametrize("change, field, bad_line", [
+    ({"qps": [0]}, "qps[0]", "- 0"),
+    ({"repeats": 0}, "repeats", "repeats: 0"),
+    ({"duration_s": -5}, "duration_s", "duration_s: -5"),
+    ({"duration_s": 60}, "qps", "qps:"),  # MINIMAL has an inf rate: no duration to fill
+    ({"colour": "red"}, "colour", "colour: red"),
+    ({"servers": [{"synth": "nope"}]}, "servers[0].synth", "synth: nope"),
+    ({"servers": [{"server": {"model": "m", "tp": 2}}]}, "servers[0].server.tp", "tp: 2"),
+    ({"server": {"tp": 2}}, "server.tp", "tp: 2"),  # in the fields every entry shares
+    ({"servers": [{"server": {"model": "m"}, "gpu_name": "GTX-1"}]}, "servers[0].gpu_name",
+     "gpu_name: GTX-1"),
+    ({"bench": {"num_promts": 3}}, "bench.num_promts", "num_promts: 3"),
 ])
-def test_bad_sweep_files_name_the_field(tmp_path: Path, change: dict, field: str) -> None:
+def test_bad_sweep_files_name_the_field_and_its_line(tmp_path: Path, change: dict, field: str,
+                                                     bad_line: str) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump({**MINIMAL, **change}))
+    text = yaml.safe_dump({**MINIMAL, **change})
+    path.write_text(text)
     with pytest.raises(InputError) as err:
         load_sweep(path)
     assert err.value.field == field and err.value.file == str(path)
+    line = next(n for n, raw in enumerate(text.splitlines(), 1) if bad_line in raw)
+    assert err.value.line == line, text
+    assert str(err.value).startswith(f"{path}:{line}, field '{field}': ")
+
+
+def test_malformed_or_missing_sweep_file_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: t\nqps: [1, 2\nservers: []\n")
+    with pytest.raises(InputError, match="malformed YAML") as err:
+        load_sweep(path)
+    assert err.value.line is not None and err.value.file == str(path)
+    with pytest.raises(InputError, match="not found"):
+        load_sweep(tmp_path / "missing.yaml")
 
 
 def test_duration_s_sends_rate_times_duration_requests(tmp_path: Path) -> None:
@@ -91,7 +109,13 @@ def test_duration_s_sends_rate_times_duration_requests(tmp_path: Path) -> None:
 
 
 def test_unknown_bench_field_is_an_error(tmp_path: Path) -> None:
-    sweep = parse_sweep({**MINIMAL, "bench": {"num_promts": 3}}, file="s.yaml")
+    with pytest.raises(InputError, match="unknown BenchConfig field") as err:
+        parse_sweep({**MINIMAL, "servers": [{**MINIMAL["servers"][0],
+                                             "bench": {"num_promts": 3}}]}, file="s.yaml")
+    assert err.value.field == "servers[0].bench.num_promts" and err.value.file == "s.yaml"
+    # A sweep built in code is checked when its runs are configured.
+    sweep = parse_sweep(MINIMAL, file="s.yaml")
+    sweep.bench["num_promts"] = 3
     with pytest.raises(InputError, match="num_promts"):
         bench_config(sweep, sweep.servers[0], 1.0, "http://x")
 
@@ -135,11 +159,10 @@ class _StandInServer:
         self.ready_after_s = 0.0
 
     def __enter__(self):
-        from hgresearch.bench.server.mock import ServerConfig as TestServerConfig
-        from hgresearch.bench.server.mock import serve_in_thread
+        from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 
         self.starts.append(self.config.name)
-        self._serving = serve_in_thread(TestServerConfig(ttft_ms=1.0, itl_ms=0.5,
+        self._serving = serve_in_thread(MockServerConfig(ttft_ms=1.0, itl_ms=0.5,
                                                          model=self.config.name))
         self.base_url = self._serving.__enter__()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,10 +180,10 @@ class _StandInServer:
 
 
 def test_sweep_writes_each_run_folder_and_resume_skips_finished_runs(tmp_path, monkeypatch):
-    from hgresearch.bench import sweep as sweep_module
+    from hgresearch.bench.sweep import local as sweep_local
     from hgresearch.data.runfolder import is_finished, read_server_metrics, read_summary
 
-    monkeypatch.setattr(sweep_module, "VLLMServer", _StandInServer)
+    monkeypatch.setattr(sweep_local, "VLLMServer", _StandInServer)
     monkeypatch.setattr(_StandInServer, "starts", [])
     model = tmp_path / "model"
     model.mkdir()

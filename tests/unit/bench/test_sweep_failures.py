@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hgresearch.bench import sweep as sweep_module
-from hgresearch.bench.server.mock import ServerConfig, serve_in_thread
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
+from hgresearch.bench.sweep import local as sweep_local
 from hgresearch.bench.sweep import parse_sweep, run_sweep
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -24,7 +24,7 @@ class _TestDoubleServer:
     def __init__(self, config, server_dir: Path) -> None:
         self.log_path = Path(server_dir) / "server.log"
         self.ready_after_s = 0.0
-        self._serving = serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0))
+        self._serving = serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0))
 
     def __enter__(self) -> _TestDoubleServer:
         self.base_url = self._serving.__enter__()
@@ -41,7 +41,7 @@ class _TestDoubleServer:
 
 
 def test_point_where_every_request_failed_is_a_failed_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep_module, "VLLMServer", _TestDoubleServer)
+    monkeypatch.setattr(sweep_local, "VLLMServer", _TestDoubleServer)
     model = tmp_path / "model"
     model.mkdir()
     spec = {"name": "t", "out_dir": str(tmp_path / "out"), "qps": [50, 20], "warmup_requests": 0,

