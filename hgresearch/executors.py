@@ -3,10 +3,10 @@ tasks on a Ray cluster (docs/cluster.md).
 
 One map-style API serves the simulator's validation folds and calibrations
 (:mod:`hgresearch.sim.validation`), the planner's per-configuration capacity searches
-(:func:`hgresearch.plan.replica_rates.capacity_table`) and, with resources per task, the sweep
+(:func:`hgresearch.plan.replica_rates.replica_rate_table`) and, with resources per task, the sweep
 (:mod:`hgresearch.bench.sweep`)::
 
-    Executor(ExecutorKind.RAY, address="auto").map(fit_configuration, items)
+    Executor(ExecutorKind.RAY, address="auto").map(calibrate_configuration, items)
 
 Results come back in the order of the items, whichever executor ran them, so the tables built
 from them are identical. Ray is an optional extra (``pip install 'hgresearch[ray]'``) and is

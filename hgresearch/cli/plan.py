@@ -101,10 +101,10 @@ def plan(
         LengthClass,
         PlanProblem,
         PriceScenario,
-        SimulatedCapacity,
+        SimulatedReplicaRates,
         baselines,
-        capacity_table,
         plan_and_check,
+        replica_rate_table,
         replica_settings,
         validate,
         write_fleet_file,
@@ -134,12 +134,12 @@ def plan(
     if step_times == StepTimes.CALIBRATED:
         from hgresearch.sim import fleet as sim_fleet
 
-        provider = SimulatedCapacity(fits=sim_fleet.fleet_calibrations(build_dir, source,
+        provider = SimulatedReplicaRates(fits=sim_fleet.fleet_calibrations(build_dir, source,
                                                                       executor=runner),
                                      source="calibrated on the reference runs")
     else:
-        provider = SimulatedCapacity()
-    capacities = capacity_table(problem, provider, build_dir=build_dir, executor=runner)
+        provider = SimulatedReplicaRates()
+    capacities = replica_rate_table(problem, provider, build_dir=build_dir, executor=runner)
     kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price,
               **replica_settings(problem, provider)}
     checked = plan_and_check(problem, capacities, seeds=tuple(range(check_seeds)),

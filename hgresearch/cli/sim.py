@@ -154,7 +154,7 @@ def validate(
     from hgresearch.errors import InputError
     from hgresearch.identity import config_label
     from hgresearch.sim.run import calibration_runs
-    from hgresearch.sim.validation import leave_one_qps_out, validation_table
+    from hgresearch.sim.validation import simulated_leave_one_qps_out, simulated_validation_table
 
     if runs_dir:
         from hgresearch.data.ingest import read_runs
@@ -169,10 +169,10 @@ def validate(
             raise InputError(f"unknown configuration(s) {unknown}; known: "
                              f"{sorted(set(labels))}", field="config")
         runs = runs[labels.isin(config)]
-    points = leave_one_qps_out(runs, executor=executor_of(executor, address))
+    points = simulated_leave_one_qps_out(runs, executor=executor_of(executor, address))
     if points.empty:
         raise InputError("no configuration with three or more offered rates to validate")
-    table = validation_table(points)
+    table = simulated_validation_table(points)
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     if output is not None:
         points.to_csv(output, index=False)

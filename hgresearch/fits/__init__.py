@@ -20,8 +20,8 @@ from typing import Any
 #: Public names, resolved lazily (PEP 562) so that ``hgresearch --help`` does not import
 #: scipy and statsmodels just because the ``models`` sub-command is registered.
 _EXPORTS = {
-    "CapacityFit": "saturation", "Schedule": "saturation", "estimate_schedule": "saturation",
-    "fit_capacities": "saturation", "fit_capacity": "saturation",
+    "SaturationFit": "saturation", "Schedule": "saturation", "estimate_schedule": "saturation",
+    "fit_saturations": "saturation", "fit_saturation": "saturation",
     "CONFIG_KEYS": "common", "ModelInputError": "common", "ModelWarning": "common",
     "DEFAULT_METRICS": "fit_all", "ModelSet": "fit_all", "fit_models": "fit_all",
     "LatencyFit": "latency", "fit_latency": "latency",

@@ -11,10 +11,10 @@ import pandas as pd
 from hgresearch.fits.common import ModelInputError, ModelWarning, config_groups
 from hgresearch.fits.latency import DEFAULT_RHO_MAX, LatencyFit, fit_latency
 from hgresearch.fits.saturation import (
-    CapacityFit,
+    SaturationFit,
     Schedule,
     estimate_schedule,
-    fit_capacities,
+    fit_saturations,
 )
 
 #: Latency metrics fitted by default (TTFT tail percentiles and TPOT).
@@ -27,7 +27,7 @@ class ModelSet:
 
     schedule: Schedule
     capacity: pd.DataFrame
-    capacity_fits: dict[tuple, CapacityFit]
+    capacity_fits: dict[tuple, SaturationFit]
     latency: pd.DataFrame
     latency_fits: dict[tuple[tuple, str], LatencyFit]
     messages: list[str] = field(default_factory=list)
@@ -45,7 +45,7 @@ def fit_models(runs: pd.DataFrame, metrics: tuple[str, ...] = DEFAULT_METRICS,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ModelWarning)
         schedule = schedule or estimate_schedule(runs)
-        capacity, cap_fits = fit_capacities(runs, schedule, drain)
+        capacity, cap_fits = fit_saturations(runs, schedule, drain)
         lat_fits: dict[tuple[tuple, str], LatencyFit] = {}
         skipped: list[str] = []
         for key, group in config_groups(runs):

@@ -49,7 +49,7 @@ from hgresearch.fits.common import (
     warn,
 )
 
-CAPACITY_COLUMNS = ["request_rate_qps", "num_prompts", "duration_s", "completed",
+SATURATION_COLUMNS = ["request_rate_qps", "num_prompts", "duration_s", "completed",
                     "total_input_tok", "total_output_tok"]
 DRAIN_FORMS = ("constant", "log")
 #: Sharpness k of the smooth maximum: at the knee the duration is 2^(1/k) (7 %) above the max.
@@ -106,7 +106,7 @@ def duration_model_s(rate_qps: np.ndarray, num_prompts: np.ndarray, capacity_rps
 
 
 @dataclass
-class CapacityFit:
+class SaturationFit:
     """Fitted capacity of one configuration (see the module docstring for the model)."""
 
     config: dict
@@ -176,7 +176,7 @@ class CapacityFit:
 
 
 def _arrays(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    require_columns(runs, CAPACITY_COLUMNS, "capacity fit")
+    require_columns(runs, SATURATION_COLUMNS, "capacity fit")
     rate = runs.request_rate_qps.to_numpy(float)
     n = runs.num_prompts.to_numpy(float)
     duration = runs.duration_s.to_numpy(float)
@@ -256,9 +256,9 @@ def _bound(problem: _Problem, log_hat: float, drains: np.ndarray, threshold: flo
     return 0.5 * (inside + outside)
 
 
-def fit_capacity(runs: pd.DataFrame, schedule: Schedule | None = None,
-                 drain: str = "constant", interval: bool = True,
-                 start: CapacityFit | None = None) -> CapacityFit:
+def fit_saturation(runs: pd.DataFrame, schedule: Schedule | None = None,
+                   drain: str = "constant", interval: bool = True,
+                   start: SaturationFit | None = None) -> SaturationFit:
     """Fit the capacity model to the runs of **one** configuration (several offered rates).
 
     Raises :class:`ModelInputError` for fewer than two distinct offered rates, missing columns
@@ -322,7 +322,7 @@ def fit_capacity(runs: pd.DataFrame, schedule: Schedule | None = None,
         by_rate = runs.groupby("request_rate_qps").p90_ttft_ms.mean()
         if by_rate.notna().sum() >= 2:
             growth = float(by_rate.iloc[-1] / by_rate.min())
-    return CapacityFit(
+    return SaturationFit(
         config=config, capacity_rps=math.exp(log_hat), capacity_low_rps=low,
         capacity_high_rps=high, d0_s=float(drains[0]),
         d1_s=float(drains[1]) if len(drains) > 1 else 0.0, schedule=schedule, drain=drain,
@@ -343,7 +343,7 @@ def estimate_schedule(runs: pd.DataFrame, sharpness: float = DEFAULT_SHARPNESS) 
     reference data, where the shortest 1 req/s run lasts 189.3 s against (N−1)/λ = 199 s).
     Runs with independent seeds should use ``Schedule(1.0)`` (the Poisson expectation).
     """
-    require_columns(runs, CAPACITY_COLUMNS, "schedule factor")
+    require_columns(runs, SATURATION_COLUMNS, "schedule factor")
     finite = runs[np.isfinite(runs.request_rate_qps.astype(float))]
     if finite.empty:
         raise ModelInputError("schedule factor: no run has a finite offered rate")
@@ -357,20 +357,20 @@ def estimate_schedule(runs: pd.DataFrame, sharpness: float = DEFAULT_SHARPNESS) 
     return Schedule(factor, sharpness)
 
 
-def fit_capacities(runs: pd.DataFrame, schedule: Schedule | None = None,
-                   drain: str = "constant", interval: bool = True
-                   ) -> tuple[pd.DataFrame, dict[tuple, CapacityFit]]:
+def fit_saturations(runs: pd.DataFrame, schedule: Schedule | None = None,
+                    drain: str = "constant", interval: bool = True
+                    ) -> tuple[pd.DataFrame, dict[tuple, SaturationFit]]:
     """Fit every configuration of a runs table; returns (capacity table, fits by config key).
 
     Configurations with runs at fewer than two offered rates are left out with a warning.
     """
     schedule = schedule or estimate_schedule(runs)
-    fits: dict[tuple, CapacityFit] = {}
+    fits: dict[tuple, SaturationFit] = {}
     for key, group in config_groups(runs):
         if group.request_rate_qps.nunique() < 2:
             warn(f"{config_label(group.iloc[0])}: left out of the capacity table "
                  "(runs at a single offered rate)")
             continue
-        fits[key] = fit_capacity(group, schedule, drain, interval)
+        fits[key] = fit_saturation(group, schedule, drain, interval)
     table = pd.DataFrame([fit.as_row() for fit in fits.values()])
     return table, fits

@@ -26,8 +26,8 @@ from hgresearch.fits.common import ModelInputError, mape_pct, require_columns, w
 SCALING_FORMS = ("usl", "amdahl")
 
 
-def usl_capacity(n: np.ndarray, x1: float | np.ndarray, sigma: float, kappa: float
-                 ) -> np.ndarray:
+def usl_throughput(n: np.ndarray, x1: float | np.ndarray, sigma: float, kappa: float
+                   ) -> np.ndarray:
     """Capacity at ``n`` GPUs under the USL (Amdahl when ``kappa`` = 0)."""
     n = np.asarray(n, float)
     return x1 * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
@@ -67,7 +67,7 @@ class ScalingFit:
         return usl_peak_gpus(self.sigma, self.kappa)
 
     def predict(self, model: str, n: np.ndarray) -> np.ndarray:
-        return usl_capacity(n, self.x1[model], self.sigma, self.kappa)
+        return usl_throughput(n, self.x1[model], self.sigma, self.kappa)
 
     def as_row(self) -> dict:
         return {"gpu_name": self.gpu_name, "form": self.form, "sigma": self.sigma,

@@ -57,9 +57,9 @@ def _price(gpu_name: str, scenario: str, overrides: dict[str, float] | None) -> 
     return gpu_price_or_nan(gpu_name, scenario)
 
 
-def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,
-                       scenario: str = "alternative", rho_max: float = DEFAULT_RHO_MAX,
-                       prices_usd_per_gpu_h: dict[str, float] | None = None) -> pd.DataFrame:
+def fitted_slo_rate_table(models: ModelSet, slos: list[Slo] | None = None,
+                          scenario: str = "alternative", rho_max: float = DEFAULT_RHO_MAX,
+                          prices_usd_per_gpu_h: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per configuration × SLO: highest sustainable rate, what limits it, tokens/s,
     cost per 1M tokens and tokens per dollar at that rate.
 

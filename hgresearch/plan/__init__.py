@@ -4,7 +4,7 @@ requests go where, to meet latency SLOs at the lowest cost or carbon. See docs/p
 * :mod:`~hgresearch.plan.inputs`: the typed problem (model, demand, length and SLO classes,
   candidates with caps, price scenario, carbon settings);
 * :mod:`~hgresearch.plan.replica_rates`: SLO-safe capacity of one replica per traffic class from
-  the simulator (the :class:`~hgresearch.plan.replica_rates.CapacityProvider` interface), cached;
+  the simulator (the :class:`~hgresearch.plan.replica_rates.ReplicaRateProvider` interface), cached;
 * :mod:`~hgresearch.plan.economics`: cost and carbon of a replica-hour from the catalogs;
 * :mod:`~hgresearch.plan.solve`: the mixed-integer program (``scipy.optimize.milp``),
   baselines and the cost–carbon Pareto front;
@@ -33,18 +33,18 @@ from hgresearch.plan.inputs import (
 )
 from hgresearch.plan.replica_rates import (
     ROOFLINE_ONLY,
-    CapacityProvider,
-    ClassCapacity,
-    SimulatedCapacity,
-    capacity_table,
+    ClassRate,
+    ReplicaRateProvider,
+    SimulatedReplicaRates,
+    replica_rate_table,
     replica_settings,
 )
 from hgresearch.plan.solve import Plan, baselines, pareto_front, restricted, solve
 
 __all__ = [
-    "ROOFLINE_ONLY", "CapacityProvider", "Candidate", "CarbonSettings", "CheckResult",
-    "CheckedPlan", "ClassCapacity", "Demand", "LengthClass", "Plan", "PlanProblem",
-    "PriceScenario", "SLOClass", "SimulatedCapacity", "baselines", "capacity_table",
+    "ROOFLINE_ONLY", "ReplicaRateProvider", "Candidate", "CarbonSettings", "CheckResult",
+    "CheckedPlan", "ClassRate", "Demand", "LengthClass", "Plan", "PlanProblem",
+    "PriceScenario", "SLOClass", "SimulatedReplicaRates", "baselines", "replica_rate_table",
     "check_plan", "class_name", "fleet_document", "pareto_front", "plan_and_check",
     "replica_settings", "restricted", "solve", "validate", "write_fleet_file",
 ]

@@ -94,7 +94,7 @@ def check_plan(plan: Plan, *, hour: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
     weights = np.array([plan.traffic_rps[k, :, hour].sum() for k in range(len(keys))])
     probabilities = weights / weights.sum()
     n = int(min(max(min_requests, rate * duration_s), max_requests))
-    smallest = min((r.config for r in replicas), key=lambda c: c.kv_capacity_tokens)
+    smallest = min((r.config for r in replicas), key=lambda c: c.kv_cache_tokens)
     per_seed: list[pd.DataFrame] = []
     for seed in seeds:
         rng = np.random.default_rng(seed)

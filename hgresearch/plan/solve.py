@@ -62,7 +62,7 @@ def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
              capacity_column: str = "low_rps",
              capacity_scale: dict[tuple[str, str], float] | None = None) -> Matrices:
     """The program's numbers: capacities from ``capacities`` (:func:`hgresearch.plan.replica_rates.
-    capacity_table`, column ``capacity_column``, times ``capacity_scale[(class, config)]``),
+    replica_rate_table`, column ``capacity_column``, times ``capacity_scale[(class, config)]``),
     prices and carbon from the catalogs, caps from the problem."""
     validate(problem)
     hours = problem.demand.hours

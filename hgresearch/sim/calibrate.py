@@ -36,7 +36,7 @@ from hgresearch.sim.entities import ReplicaConfig
 from hgresearch.sim.replay import Workload
 from hgresearch.sim.replica_limits import (
     kv_bytes_per_token,
-    kv_capacity_tokens_from_log,
+    kv_cache_tokens_from_log,
     replica_config_from_catalogs,
     roofline_floor_from_catalogs,
     weights_bytes,
@@ -119,17 +119,17 @@ class Calibration:
 
 
 def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None = None,
-                kv_capacity_tokens: int | None = None, **config_kwargs) -> Replica:
+                kv_cache_tokens: int | None = None, **config_kwargs) -> Replica:
     """The :class:`Replica` of ``model`` on ``gpu_count`` × ``gpu_name`` (tensor parallel).
 
-    KV blocks come from the server-reported capacity when given (``kv_capacity_tokens``), else
+    KV blocks come from the server-reported capacity when given (``kv_cache_tokens``), else
     from the catalogs; the roofline floor from the catalogs where they know the hardware.
     """
     label = label or config_label({"model": model, "gpu_name": gpu_name, "gpu_count": gpu_count})
     ratio = kv_bytes_per_token(model) / weights_bytes(model)
     block_size = int(config_kwargs.get("block_size", 16))
-    if kv_capacity_tokens is not None:
-        config = ReplicaConfig(num_kv_blocks=max(kv_capacity_tokens // block_size, 1),
+    if kv_cache_tokens is not None:
+        config = ReplicaConfig(num_kv_blocks=max(kv_cache_tokens // block_size, 1),
                                **config_kwargs)
     else:
         config = replica_config_from_catalogs(model, gpu_name, num_gpus=gpu_count,
@@ -160,14 +160,14 @@ def replica_for_runs(runs: pd.DataFrame) -> Replica:
 
         for log in (Path(run_dir) / SERVER_LOG_FILE, Path(run_dir).parent / SERVER_LOG_FILE):
             if log.is_file():
-                kv_tokens = kv_capacity_tokens_from_log(log.read_text(errors="replace"))
+                kv_tokens = kv_cache_tokens_from_log(log.read_text(errors="replace"))
                 if kv_tokens:
                     break
         if kv_tokens:
             break
     label = f"{first['model']} on {hardware_label(first['gpu_name'], int(first['gpu_count']))}"
     return replica_for(str(first["model"]), str(first["gpu_name"]), int(first["gpu_count"]),
-                       label=label, kv_capacity_tokens=kv_tokens)
+                       label=label, kv_cache_tokens=kv_tokens)
 
 
 @dataclass(frozen=True)

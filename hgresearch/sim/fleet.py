@@ -420,7 +420,7 @@ def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
     """
     if not replicas:
         raise InputError("a fleet needs at least one replica", field="replicas")
-    smallest = min((r.config for r in replicas), key=lambda c: c.kv_capacity_tokens)
+    smallest = min((r.config for r in replicas), key=lambda c: c.kv_cache_tokens)
     requests = make_requests(smallest, arrivals_s, prompt_tokens, output_tokens)
     run = run_fleet(replicas, policy, requests)
     frame = requests_frame(ReplicaRun(requests=run.requests, num_arrivals=0, num_steps=0,

@@ -61,12 +61,12 @@ def experiment_runs(root: str | Path) -> ExperimentRuns:
     return ExperimentRuns(alone=alone, fleet=fleet)
 
 
-def _kv_capacity_tokens(root: Path, model: str) -> int | None:
+def _kv_cache_tokens(root: Path, model: str) -> int | None:
     from hgresearch.data.runfolder import SERVER_LOG_FILE
-    from hgresearch.sim.replica_limits import kv_capacity_tokens_from_log
+    from hgresearch.sim.replica_limits import kv_cache_tokens_from_log
 
     log = root / EXPERIMENT_DIR / model / SERVER_LOG_FILE
-    return kv_capacity_tokens_from_log(log.read_text(errors="replace")) if log.is_file() \
+    return kv_cache_tokens_from_log(log.read_text(errors="replace")) if log.is_file() \
         else None
 
 
@@ -86,7 +86,7 @@ def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None) -> d
         first = table.iloc[0]
         replica = replica_for(model, str(first.gpu_name), int(first.gpu_count),
                               label=f"{model} alone",
-                              kv_capacity_tokens=_kv_capacity_tokens(root, model))
+                              kv_cache_tokens=_kv_cache_tokens(root, model))
         out[model] = calibrate(replica, table, [run_workload(row) for _, row in table.iterrows()])
     return out
 

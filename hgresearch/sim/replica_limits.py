@@ -119,7 +119,7 @@ _GPU_BLOCKS_RE = re.compile(r"# GPU blocks: (\d+)")
 _CPU_BLOCKS_RE = re.compile(r"# CPU blocks: (\d+)")
 
 
-def kv_capacity_tokens_from_log(text: str, block_size: int = 16) -> int | None:
+def kv_cache_tokens_from_log(text: str, block_size: int = 16) -> int | None:
     """KV tokens a vLLM server reported at startup (its log text), or ``None`` if it did not:
     V1's ``KV cache size: N tokens`` (the last one logged) or V0's ``# GPU blocks: B`` (its
     ``# CPU blocks`` are swap space on a GPU, the KV cache only on the CPU backend)."""

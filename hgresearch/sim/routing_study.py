@@ -40,7 +40,7 @@ from hgresearch.sim.fleet import (
 )
 from hgresearch.sim.replay import reference_workload
 from hgresearch.sim.run import measured_mean_lengths
-from hgresearch.sim.slo_rate import sustained_capacity_rps
+from hgresearch.sim.slo_rate import burst_throughput_rps
 from hgresearch.traffic.arrivals import PAPER_SEED
 from hgresearch.traffic.routing import Policy, make_policy
 
@@ -113,7 +113,7 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
     for the whole run, :func:`~hgresearch.sim.fleet.fleet_summary`); ``h100_share`` (requests
     the H100 served); ``max_load``: the most loaded replica's offered requests per second
     (rate × its share) over its sustained throughput alone
-    (:func:`hgresearch.sim.slo_rate.sustained_capacity_rps`; above 1 the replica is overloaded: its
+    (:func:`hgresearch.sim.slo_rate.burst_throughput_rps`; above 1 the replica is overloaded: its
     queue grows for as long as the load lasts, which a 200-request run does not show).
     """
     missing = [label for label in (FAST_CONFIG, SLOW_CONFIG) if label not in fits]
@@ -125,9 +125,9 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
     mean_prompt_tokens, mean_output_tokens = measured_mean_lengths(points)
     # Each configuration's sustained throughput alone (the SLO table's definition): a replica
     # sent more than that per second is overloaded, whatever a 200-request run shows.
-    capacities = {label: sustained_capacity_rps(fits[label], mean_prompt_tokens,
-                                                mean_output_tokens)
-                  for label in (FAST_CONFIG, SLOW_CONFIG)}
+    throughputs = {label: burst_throughput_rps(fits[label], mean_prompt_tokens,
+                                             mean_output_tokens)
+                   for label in (FAST_CONFIG, SLOW_CONFIG)}
     rows = []
     # The baseline first: with one replica every policy routes alike, so it runs once.
     fleets = [(0, [ALONE])] if baseline else []
@@ -139,7 +139,7 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
             raise InputError(f"{fleet.replicas[0].name}: every replica must be calibrated",
                              field="fits")
         price_usd_per_h = sum(r.price_usd_per_h for r in replicas)
-        capacity_rps = np.array([capacities[FAST_CONFIG]] + [capacities[SLOW_CONFIG]] * num_slow)
+        alone_rps = np.array([throughputs[FAST_CONFIG]] + [throughputs[SLOW_CONFIG]] * num_slow)
         for rate in rates_qps:
             for seed in seeds:
                 workload = reference_workload(float(rate), num_prompts, mean_prompt_tokens,
@@ -167,7 +167,7 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
                         "h100_share": float((frame.replica == 0).mean()),
                         "max_load": float(np.max(
                             float(rate) * np.bincount(frame.replica, minlength=len(replicas))
-                            / len(frame) / capacity_rps)),
+                            / len(frame) / alone_rps)),
                     })
     return pd.DataFrame(rows)
 

@@ -23,12 +23,12 @@ from hgresearch.plan import (
     LengthClass,
     PlanProblem,
     PriceScenario,
-    SimulatedCapacity,
+    SimulatedReplicaRates,
     SLOClass,
-    capacity_table,
     check_plan,
     pareto_front,
     plan_and_check,
+    replica_rate_table,
     solve,
     write_fleet_file,
 )
@@ -226,8 +226,8 @@ def small_plan():
                           (SLOClass("chat", 1.0, ttft_ms=300),),
                           (Candidate("H100-PCIe", 1), Candidate("RTX-4090", 2)),
                           gpu_caps=(("RTX-4090", 4),))
-    provider = SimulatedCapacity(num_requests=100, seeds=(0, 1), bisection_steps=5)
-    caps = capacity_table(problem, provider)
+    provider = SimulatedReplicaRates(num_requests=100, seeds=(0, 1), bisection_steps=5)
+    caps = replica_rate_table(problem, provider)
     return problem, caps, provider
 
 
@@ -239,9 +239,9 @@ def test_simulated_capacity_has_an_interval(small_plan) -> None:
 
 
 def test_capacity_is_zero_where_the_model_does_not_fit() -> None:
-    provider = SimulatedCapacity(num_requests=50, seeds=(0,))
-    cap = provider.capacity(MODEL, Candidate("RTX-4090", 1), LengthClass("x", 100, 10),
-                            SLOClass("chat", ttft_ms=500))
+    provider = SimulatedReplicaRates(num_requests=50, seeds=(0,))
+    cap = provider.class_rate(MODEL, Candidate("RTX-4090", 1), LengthClass("x", 100, 10),
+                              SLOClass("chat", ttft_ms=500))
     assert cap.rate_rps == 0 and cap.limited_by == "memory"
 
 
@@ -345,17 +345,17 @@ def test_calibrated_replicas_run_their_calibration_in_capacity_and_check() -> No
                       num_simulations=0)
     length, slo = LengthClass("short", 256, 64), SLOClass("chat", ttft_ms=500)
     candidate = Candidate("RTX-4090", 2)
-    fast = SimulatedCapacity(num_requests=100, seeds=(0,), bisection_steps=4)
-    slow = SimulatedCapacity(fits={label: fit}, num_requests=100, seeds=(0,), bisection_steps=4)
+    fast = SimulatedReplicaRates(num_requests=100, seeds=(0,), bisection_steps=4)
+    slow = SimulatedReplicaRates(fits={label: fit}, num_requests=100, seeds=(0,), bisection_steps=4)
     assert slow.replica(MODEL, candidate).step_time_source == "calibrated"
     assert slow.ttft_offset_ms(MODEL, candidate) == pytest.approx(100.0)
-    assert slow.capacity(MODEL, candidate, length, slo).rate_rps \
-        < fast.capacity(MODEL, candidate, length, slo).rate_rps
+    assert slow.class_rate(MODEL, candidate, length, slo).rate_rps \
+        < fast.class_rate(MODEL, candidate, length, slo).rate_rps
     problem = PlanProblem(MODEL, Demand.steady(2.0), (length,), (SLOClass("chat", ttft_ms=500),),
                           (candidate,))
     settings = replica_settings(problem, slow)
     assert settings["fits"] == {label: fit} and settings["step_times"] == {}
-    plan = solve(problem, capacity_table(problem, slow), **settings)
+    plan = solve(problem, replica_rate_table(problem, slow), **settings)
     result = check_plan(plan, seeds=(0,), duration_s=10.0, min_requests=100)
     assert result.by_class.p99_ttft_ms.iloc[0] > 100  # the delay is in every TTFT
 
@@ -363,11 +363,11 @@ def test_calibrated_replicas_run_their_calibration_in_capacity_and_check() -> No
 def test_ttft_offset_counts_in_capacity_and_check(small_plan) -> None:
     problem, caps, _ = small_plan
     labels = [c.label(MODEL) for c in problem.candidates]
-    late = SimulatedCapacity(ttft_offsets_ms=dict.fromkeys(labels, 400.0), num_requests=100,
-                             seeds=(0,), bisection_steps=4)
+    late = SimulatedReplicaRates(ttft_offsets_ms=dict.fromkeys(labels, 400.0), num_requests=100,
+                                 seeds=(0,), bisection_steps=4)
     # 400 ms outside the engine leave nothing of a 300 ms TTFT budget
-    assert late.capacity(MODEL, problem.candidates[0], problem.length_classes[0],
-                         problem.slo_classes[0]).rate_rps == 0
+    assert late.class_rate(MODEL, problem.candidates[0], problem.length_classes[0],
+                           problem.slo_classes[0]).rate_rps == 0
     from hgresearch.plan import replica_settings
 
     settings = replica_settings(problem, late)

@@ -240,7 +240,7 @@ def _stand_in_calibration(ttft_offset_s: float = 0.3, kv_blocks: int = 1000) -> 
     a KV capacity and a request-path delay far from the catalogs' and from zero, so the test
     sees whether the fleet took them."""
     replica = replica_for("DeepSeek-R1-Distill-Qwen-14B", "H100-PCIe", 1,
-                          kv_capacity_tokens=16 * kv_blocks)
+                          kv_cache_tokens=16 * kv_blocks)
     coefficients = StepCoefficients(c0_s=0.03, c_prefill_s_per_token=5e-5,
                                     c_decode_s_per_seq=2e-4, ttft_offset_s=ttft_offset_s)
     return Calibration(replica=replica, coefficients=coefficients, rel_se=(0.0, 0.0, 0.0),
