@@ -105,10 +105,7 @@ def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
     gpu_caps = []
     from hgresearch.data.catalogs import normalize_gpu_name
     for gpu, cap_value in problem.gpu_caps:
-        try:
-            name = normalize_gpu_name(gpu)
-        except KeyError:
-            raise InputError(f"unknown GPU {gpu!r}", field="gpu_caps") from None
+        name = normalize_gpu_name(gpu, field="gpu_caps")
         members = np.array([c.num_gpus if normalize_gpu_name(c.gpu_name) == name else 0
                             for c in problem.candidates], dtype=float)
         caps = np.asarray(cap_value if isinstance(cap_value, tuple) else (cap_value,) * hours,
