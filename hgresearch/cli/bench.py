@@ -136,7 +136,7 @@ def _endpoints(base_urls: list[str] | None, fleet_file: Path | None,
         if base_urls:
             raise OptionError("--fleet", "give the endpoints either with --fleet or with "
                                          "--base-url, not both")
-        from hgresearch.sim.fleet import bench_endpoints, load_fleet
+        from hgresearch.sim.fleet_spec import bench_endpoints, load_fleet
 
         return bench_endpoints(load_fleet(fleet_file), model)
     if base_urls and len(base_urls) > 1:

@@ -65,13 +65,8 @@ def fleet(
     from hgresearch.bench.options import parse_workload_option
     from hgresearch.bench.prompts import build_requests
     from hgresearch.errors import InputError
-    from hgresearch.sim.fleet import (
-        ROOFLINE_ONLY,
-        fleet_summary,
-        load_fleet,
-        sim_replicas,
-        simulate_fleet,
-    )
+    from hgresearch.sim.fleet import ROOFLINE_ONLY, fleet_summary, sim_replicas, simulate_fleet
+    from hgresearch.sim.fleet_spec import load_fleet
     from hgresearch.traffic.arrivals import arrival_offsets_ns
     from hgresearch.traffic.routing import make_policy
 

@@ -30,7 +30,8 @@ from hgresearch.traffic.routing import ClassWeightedSplit
 def plan_replicas(plan: Plan, hour: int = 0) -> tuple[list, list[int]]:
     """The simulated replicas of the plan's fleet in ``hour`` and each one's configuration
     index (copies of a configuration consecutively)."""
-    from hgresearch.sim.fleet import Fleet, sim_replicas
+    from hgresearch.sim.fleet import sim_replicas
+    from hgresearch.sim.fleet_spec import Fleet
 
     specs, config_of = [], []
     for j, candidate in enumerate(plan.problem.candidates):

@@ -20,13 +20,13 @@ from hgresearch.plan.inputs import Candidate
 
 if TYPE_CHECKING:
     from hgresearch.plan.solve import Plan
-    from hgresearch.sim.fleet import FleetReplicaSpec
+    from hgresearch.sim.fleet_spec import FleetReplicaSpec
 
 
 def fleet_spec(model: str, candidate: Candidate, index: int,
                step_time: dict[str, float] | None) -> FleetReplicaSpec:
     """One replica of ``candidate`` as the fleet simulator's spec."""
-    from hgresearch.sim.fleet import FleetReplicaSpec
+    from hgresearch.sim.fleet_spec import FleetReplicaSpec
 
     return FleetReplicaSpec(name=f"{candidate.label(model)} #{index}", model=model,
                             gpu_name=candidate.gpu_name, num_gpus=candidate.num_gpus,

@@ -175,7 +175,8 @@ class SimulatedReplicaRates:
     def replica(self, model: str, candidate: Candidate) -> SimReplica | None:
         """One simulated replica of ``candidate`` (None when the model does not fit)."""
         from hgresearch.plan.fleetfile import fleet_spec
-        from hgresearch.sim.fleet import Fleet, sim_replicas
+        from hgresearch.sim.fleet import sim_replicas
+        from hgresearch.sim.fleet_spec import Fleet
 
         spec = fleet_spec(model, candidate, 1, self.step_time(model, candidate))
         try:

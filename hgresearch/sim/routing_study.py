@@ -29,15 +29,8 @@ import pandas as pd
 from hgresearch.cache import source_digest
 from hgresearch.errors import InputError
 from hgresearch.sim.calibrate import Calibration
-from hgresearch.sim.fleet import (
-    CALIBRATED,
-    DEFAULT_PRICE_SCENARIO,
-    Fleet,
-    fleet_summary,
-    parse_fleet,
-    sim_replicas,
-    simulate_fleet,
-)
+from hgresearch.sim.fleet import CALIBRATED, fleet_summary, sim_replicas, simulate_fleet
+from hgresearch.sim.fleet_spec import DEFAULT_PRICE_SCENARIO, Fleet, parse_fleet
 from hgresearch.sim.replay import reference_workload
 from hgresearch.sim.run import measured_mean_lengths
 from hgresearch.sim.slo_rate import burst_throughput_rps
@@ -65,8 +58,8 @@ MAX_OUTSTANDING = 16
 ALONE = "H100 alone"
 #: Sources whose change changes the comparison beyond the calibration (which its cache key
 #: already covers through the coefficients): the fleet loop, routing, costs, metrics.
-_STUDY_SOURCES = ("sim/fleet.py", "sim/routing_study.py", "sim/run.py", "sim/simulator.py",
-                  "sim/scheduler.py", "sim/step_time.py", "traffic/routing.py",
+_STUDY_SOURCES = ("sim/fleet.py", "sim/fleet_spec.py", "sim/routing_study.py", "sim/run.py",
+                  "sim/simulator.py", "sim/scheduler.py", "sim/step_time.py", "traffic/routing.py",
                   "accounting/costs.py", "data/summary.py", "accounting/energy.py",
                   "traffic/lengths.py", "traffic/arrivals.py")
 

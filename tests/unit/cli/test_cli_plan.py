@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from hgresearch.cli import app
 from hgresearch.errors import InputError
 from hgresearch.plan.options import parse_candidate, parse_caps, parse_length, parse_slo
-from hgresearch.sim.fleet import load_fleet, sim_replicas
+from hgresearch.sim.fleet import sim_replicas
+from hgresearch.sim.fleet_spec import load_fleet
 
 
 def test_fleet_plan_command(tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ def test_fleet_plan_command(tmp_path: Path) -> None:
         "--grid", "DE", "--check-seeds", "1", "-o", str(live), *urls,
         "--step-times", "roofline", "--build-dir", str(tmp_path / "build")])
     assert again.exit_code == 0, again.output
-    from hgresearch.sim.fleet import bench_endpoints
+    from hgresearch.sim.fleet_spec import bench_endpoints
 
     assert [e["base_url"] for e in bench_endpoints(load_fleet(live), "m")] == \
         [f"http://h{i}:8000" for i in range(len(replicas))]

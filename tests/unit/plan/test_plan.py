@@ -179,7 +179,7 @@ def test_owned_hardware_pays_electricity_only() -> None:
     assert price_usd_per_gpu_h("RTX-4090", owned) == pytest.approx(0.45 * 0.4268)
     assert price_usd_per_gpu_h("H100-PCIe", owned) == 2.0
     assert np.isnan(price_usd_per_gpu_h("RTX-4090", PriceScenario("hyperscaler")))
-    with pytest.raises(InputError, match="no electricity price for region 'XX'"):
+    with pytest.raises(InputError, match="unknown electricity region 'XX'"):
         price_usd_per_gpu_h("RTX-4090", PriceScenario(owned_gpus=("RTX-4090",),
                                                       electricity_region="XX"))
     sunk = CarbonSettings(grid_region="FR", hardware_scenario="idle_consumer")
@@ -248,7 +248,8 @@ def test_capacity_is_zero_where_the_model_does_not_fit() -> None:
 def test_fleet_file_round_trips_into_simulator_and_bench(small_plan, tmp_path) -> None:
     from hgresearch.bench.options import validate_config
     from hgresearch.bench.runner import BenchConfig
-    from hgresearch.sim.fleet import bench_endpoints, load_fleet, sim_replicas
+    from hgresearch.sim.fleet import sim_replicas
+    from hgresearch.sim.fleet_spec import bench_endpoints, load_fleet
 
     problem, caps, _ = small_plan
     plan = solve(problem, caps)

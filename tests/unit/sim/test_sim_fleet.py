@@ -19,11 +19,11 @@ from hgresearch.sim.fleet import (
     ROOFLINE_ONLY,
     SimReplica,
     fleet_summary,
-    load_fleet,
     run_fleet,
     sim_replicas,
     simulate_fleet,
 )
+from hgresearch.sim.fleet_spec import load_fleet
 from hgresearch.sim.simulator import make_requests
 from hgresearch.traffic.arrivals import arrival_offsets_ns
 from hgresearch.traffic.routing import JoinShortestQueue, Policy, RoundRobin, make_policy
