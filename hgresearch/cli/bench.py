@@ -8,13 +8,10 @@ from typing import Annotated
 import typer
 
 from hgresearch.bench.options import Arrival, Endpoint, HttpClient
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import Resume, Seed, output_option
 from hgresearch.traffic.routing import Policy
 
 
-@command(app, "bench")
 def bench(
     base_url: Annotated[list[str] | None, typer.Option(
         help="Server base URL (without /v1); repeat it for several endpoints behind a router "

@@ -1,6 +1,6 @@
 """The command line's one error handler.
 
-Every command is registered through :func:`command`, which wraps it in :func:`handle_errors`:
+Every command is registered (:data:`hgresearch.cli.COMMANDS`) behind :func:`handle_errors`:
 an error the user can act on (:class:`~hgresearch.errors.HgResearchError`, a missing or existing
 file) becomes one line ``error: …`` on stderr and the exit code the error carries — 2 for bad
 input everywhere, 1 for a failure during the work — with no traceback. Anything else is a bug
@@ -54,13 +54,3 @@ def handle_errors(func: F) -> F:
             raise fail("interrupted", INTERRUPTED_EXIT_CODE) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def command(app: typer.Typer, name: str, **kwargs: Any) -> Callable[[F], F]:
-    """``@command(app, "name")``: register ``func`` on ``app`` behind the one error handler."""
-
-    def register(func: F) -> F:
-        app.command(name, **kwargs)(handle_errors(func))
-        return func
-
-    return register

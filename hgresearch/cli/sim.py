@@ -12,8 +12,6 @@ from typing import Annotated
 
 import typer
 
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import (
     Address,
     BuildDir,
@@ -26,13 +24,8 @@ from hgresearch.cli.options import (
 from hgresearch.executors import ExecutorKind
 from hgresearch.traffic.routing import Policy
 
-sim_app = typer.Typer(help="Simulate vLLM replicas and fleets (docs/simulator.md).",
-                      no_args_is_help=True)
-app.add_typer(sim_app, name="sim")
 
-
-@command(sim_app, "fleet")
-def fleet(
+def sim_fleet(
     fleet_file: Annotated[Path, typer.Argument(help="Fleet file (YAML; docs/simulator.md).")],
     policy: Annotated[Policy, typer.Option(help="Routing policy.")] = Policy.JSQ,
     qps: Annotated[float, typer.Option(help="Request rate (req/s) of the Poisson arrivals.")]
@@ -92,7 +85,6 @@ def fleet(
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
-@command(sim_app, "run")
 def sim_run(
     config: Annotated[str, typer.Option(
         "--config", help='Configuration label, e.g. "DeepSeek-R1-Distill-Qwen-14B on 1x '
@@ -130,8 +122,7 @@ def sim_run(
         typer.echo(f"simulated run -> {output}", err=True)
 
 
-@command(sim_app, "validate")
-def validate(
+def sim_validate(
     runs_dir: Annotated[list[Path] | None, typer.Argument(
         help="Run folders or result files to validate on (default: the calibration runs: "
              "the reference data and data/raw/cpu-tiny).")] = None,
