@@ -19,7 +19,7 @@ import yaml
 from hgresearch.plan.inputs import Candidate
 
 if TYPE_CHECKING:
-    from hgresearch.plan.solve import Plan
+    from hgresearch.plan.fleet_plan import Plan
     from hgresearch.sim.fleet_spec import FleetReplicaSpec
 
 
@@ -57,7 +57,7 @@ def fleet_document(plan: Plan, hour: int = 0,
             entry["base_url"] = urls[0] if len(urls) == 1 else urls
         entries.append(entry)
     return {"name": f"plan-{plan.objective}-hour{hour}",
-            "description": (f"hgresearch fleet plan: {plan.problem.model}, "
+            "description": (f"hgresearch plan: {plan.problem.model}, "
                             f"{plan.problem.demand.rate_rps[hour]:g} req/s, objective "
                             f"{plan.objective}; prices {plan.problem.prices.describe()}; "
                             f"capacities: {plan.capacity_source}"),

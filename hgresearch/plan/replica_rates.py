@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -246,9 +246,19 @@ class SimulatedReplicaRates:
                          max(set(limits), key=limits.count))
 
 
-def replica_settings(problem: PlanProblem, provider: ReplicaRateProvider) -> dict[str, object]:
+class ReplicaSettings(TypedDict):
+    """What a plan carries from its rate provider (:func:`replica_settings`): keyword options of
+    :func:`hgresearch.plan.solve.solve`."""
+
+    capacity_source: str
+    step_times: dict[str, dict[str, float]]
+    ttft_offsets_ms: dict[str, float]
+    fits: dict[str, Calibration]
+
+
+def replica_settings(problem: PlanProblem, provider: ReplicaRateProvider) -> ReplicaSettings:
     """What a plan must carry from the provider so that its check and its fleet file run the
-    replicas its rates assumed: keyword arguments of :func:`hgresearch.plan.solve`
+    replicas its rates assumed: keyword options of :func:`hgresearch.plan.solve.solve`
     (``capacity_source``, ``step_times``, ``ttft_offsets_ms``, ``fits``)."""
     steps: dict[str, dict[str, float]] = {}
     offsets: dict[str, float] = {}

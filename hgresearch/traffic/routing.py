@@ -14,7 +14,7 @@ checks it): it is pure bookkeeping, cheap enough for the client's send path.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -189,7 +189,7 @@ class ClassWeightedSplit:
     the shares summed over every class.
     """
 
-    def __init__(self, shares: dict[str, Sequence[float]],
+    def __init__(self, shares: Mapping[str, Sequence[float]],
                  default_shares: Sequence[float] | None = None) -> None:
         if not shares:
             raise InputError("expected the shares of at least one class", field="shares")

@@ -33,7 +33,8 @@ from hgresearch.plan import (
     write_fleet_file,
 )
 from hgresearch.plan.economics import price_usd_per_gpu_h, replica_carbon_g_per_h
-from hgresearch.plan.solve import baselines, matrices
+from hgresearch.plan.baselines import baselines
+from hgresearch.plan.matrices import matrices
 from hgresearch.traffic.routing import ClassWeightedSplit, ReplicaState, RouteRequest
 
 MODEL = "DeepSeek-R1-Distill-Qwen-14B"
