@@ -69,7 +69,7 @@ def connect_ray(address: str | None = None) -> Any:
     return ray
 
 
-def _collect(results: Iterable[Result], on_result: Callable[[Result], None] | None
+def _collect(results: Iterable[Result], on_result: Callable[[Result], object] | None
              ) -> list[Result]:
     """The results in order, each passed to ``on_result`` as it comes."""
     collected = []
@@ -111,7 +111,7 @@ class Executor:
         return cls(kind, address)
 
     def map(self, function: Callable[[Item], Result], items: Iterable[Item], *,
-            on_result: Callable[[Result], None] | None = None) -> list[Result]:
+            on_result: Callable[[Result], object] | None = None) -> list[Result]:
         """``[function(item) for item in items]``, run by this executor; ``on_result`` is
         called with each result as it is collected, in order (progress bars). ``function``
         must be importable by name (module level) for ``process`` and ``ray``."""
@@ -129,7 +129,7 @@ class Executor:
         return results
 
     def _map_ray(self, function: Callable[[Item], Result], items: list[Item],
-                 on_result: Callable[[Result], None] | None) -> list[Result]:
+                 on_result: Callable[[Result], object] | None) -> list[Result]:
         ray = connect_ray(self.address)
         remote = ray.remote(_apply)
         shared = ray.put(function)  # sent once (a function may carry data, e.g. a partial)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from hgresearch.fits.common import ModelInputError, ModelWarning, config_groups
+from hgresearch.fits.common import ConfigKey, ModelInputError, ModelWarning, config_groups
 from hgresearch.fits.latency import DEFAULT_RHO_MAX, LatencyFit, fit_latency
 from hgresearch.fits.saturation import (
     SaturationFit,
@@ -27,9 +27,9 @@ class ModelSet:
 
     schedule: Schedule
     capacity: pd.DataFrame
-    capacity_fits: dict[tuple, SaturationFit]
+    capacity_fits: dict[ConfigKey, SaturationFit]
     latency: pd.DataFrame
-    latency_fits: dict[tuple[tuple, str], LatencyFit]
+    latency_fits: dict[tuple[ConfigKey, str], LatencyFit]
     messages: list[str] = field(default_factory=list)
 
 
@@ -46,7 +46,7 @@ def fit_models(runs: pd.DataFrame, metrics: tuple[str, ...] = DEFAULT_METRICS,
         warnings.simplefilter("always", ModelWarning)
         schedule = schedule or estimate_schedule(runs)
         capacity, cap_fits = fit_saturations(runs, schedule, drain)
-        lat_fits: dict[tuple[tuple, str], LatencyFit] = {}
+        lat_fits: dict[tuple[ConfigKey, str], LatencyFit] = {}
         skipped: list[str] = []
         for key, group in config_groups(runs):
             if key not in cap_fits:

@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy.optimize import least_squares
 from scipy.stats import chi2
 
 from hgresearch.fits.common import (
     CONFIG_KEYS,
+    ConfigKey,
     ModelInputError,
     config_groups,
     config_label,
@@ -96,7 +99,7 @@ def drain_s(rate_qps: np.ndarray, d0: float, d1: float) -> np.ndarray:
     return d0 + d1 * growth
 
 
-def duration_model_s(rate_qps: np.ndarray, num_prompts: np.ndarray, capacity_rps: float,
+def duration_model_s(rate_qps: npt.ArrayLike, num_prompts: npt.ArrayLike, capacity_rps: float,
                      d0: float, d1: float, schedule: Schedule) -> np.ndarray:
     """Expected duration of a fixed-count run (the model of the module docstring)."""
     rate = np.asarray(rate_qps, float)
@@ -109,7 +112,7 @@ def duration_model_s(rate_qps: np.ndarray, num_prompts: np.ndarray, capacity_rps
 class SaturationFit:
     """Fitted capacity of one configuration (see the module docstring for the model)."""
 
-    config: dict
+    config: dict[str, Any]
     capacity_rps: float
     capacity_low_rps: float
     capacity_high_rps: float
@@ -137,18 +140,20 @@ class SaturationFit:
         value at any rate) or no upper bound: the true capacity is likely higher than μ."""
         return (not self.capacity_reached) or (self.ttft_growth < QUEUEING_GROWTH)
 
-    def predict_duration_s(self, rate_qps: np.ndarray, num_prompts: np.ndarray | float = 200
+    def predict_duration_s(self, rate_qps: npt.ArrayLike, num_prompts: npt.ArrayLike = 200
                            ) -> np.ndarray:
         """Expected duration of a fixed-count run at offered rate ``rate_qps``."""
         return duration_model_s(rate_qps, num_prompts, self.capacity_rps, self.d0_s,
                                 self.d1_s, self.schedule)
 
-    def predict_throughput_rps(self, rate_qps: np.ndarray,
-                               num_prompts: np.ndarray | float = 200) -> np.ndarray:
+    def predict_throughput_rps(self, rate_qps: npt.ArrayLike,
+                               num_prompts: npt.ArrayLike = 200) -> np.ndarray:
         """Achieved requests/s of a fixed-count run (N / predicted duration)."""
-        return np.asarray(num_prompts, float) / self.predict_duration_s(rate_qps, num_prompts)
+        rps: np.ndarray = (np.asarray(num_prompts, float)
+                           / self.predict_duration_s(rate_qps, num_prompts))
+        return rps
 
-    def as_row(self) -> dict:
+    def as_row(self) -> dict[str, Any]:
         """One row of the capacity table."""
         return {
             **self.config,
@@ -193,7 +198,8 @@ def _arrays(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class _Problem:
     """Least squares of relative duration errors for one configuration."""
 
-    def __init__(self, rate, n, duration, schedule: Schedule, drain: str) -> None:
+    def __init__(self, rate: np.ndarray, n: np.ndarray, duration: np.ndarray,
+                 schedule: Schedule, drain: str) -> None:
         if drain not in DRAIN_FORMS:
             raise ValueError(f"drain must be one of {DRAIN_FORMS}, got {drain!r}")
         self.rate, self.n, self.duration = rate, n, duration
@@ -209,10 +215,10 @@ class _Problem:
         d1 = drains[1] if self.n_drain == 2 else 0.0
         model = duration_model_s(self.rate, self.n, math.exp(log_mu), drains[0], d1,
                                  self.schedule)
-        return (self.duration - model) / self.duration
+        relative: np.ndarray = (self.duration - model) / self.duration
+        return relative
 
     def fit_full(self, start: np.ndarray | None = None) -> tuple[float, np.ndarray, float]:
-        best = None
         lower = [math.log(self.mu_min)] + [0.0] * self.n_drain
         upper = [math.log(self.mu_max)] + [self.d_max] * self.n_drain
         if start is not None:  # one warm start (cross-validation refits)
@@ -225,11 +231,10 @@ class _Problem:
         # A warm start is already near the optimum; capping its evaluations keeps the rare
         # slow fold (a drain term sliding along its bound) from dominating validation time.
         budget = 60 if start is not None else None
-        for start_point in starts:
-            sol = least_squares(lambda p: self.residual(p[0], p[1:]), start_point,
-                                bounds=(lower, upper), x_scale=1.0, max_nfev=budget)
-            if best is None or sol.cost < best.cost:
-                best = sol
+        # the lowest cost wins; of equal ones the first
+        best = min((least_squares(lambda p: self.residual(p[0], p[1:]), start_point,
+                                  bounds=(lower, upper), x_scale=1.0, max_nfev=budget)
+                    for start_point in starts), key=lambda sol: sol.cost)
         return float(best.x[0]), best.x[1:], 2.0 * float(best.cost)
 
     def profile(self, log_mu: float, start: np.ndarray) -> tuple[float, np.ndarray]:
@@ -359,13 +364,13 @@ def estimate_schedule(runs: pd.DataFrame, sharpness: float = DEFAULT_SHARPNESS) 
 
 def fit_saturations(runs: pd.DataFrame, schedule: Schedule | None = None,
                     drain: str = "constant", interval: bool = True
-                    ) -> tuple[pd.DataFrame, dict[tuple, SaturationFit]]:
+                    ) -> tuple[pd.DataFrame, dict[ConfigKey, SaturationFit]]:
     """Fit every configuration of a runs table; returns (capacity table, fits by config key).
 
     Configurations with runs at fewer than two offered rates are left out with a warning.
     """
     schedule = schedule or estimate_schedule(runs)
-    fits: dict[tuple, SaturationFit] = {}
+    fits: dict[ConfigKey, SaturationFit] = {}
     for key, group in config_groups(runs):
         if group.request_rate_qps.nunique() < 2:
             warn(f"{config_label(group.iloc[0])}: left out of the capacity table "

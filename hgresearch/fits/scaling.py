@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -69,7 +70,7 @@ class ScalingFit:
     def predict(self, model: str, n: np.ndarray) -> np.ndarray:
         return usl_throughput(n, self.x1[model], self.sigma, self.kappa)
 
-    def as_row(self) -> dict:
+    def as_row(self) -> dict[str, Any]:
         return {"gpu_name": self.gpu_name, "form": self.form, "sigma": self.sigma,
                 "sigma_se": self.sigma_se, "kappa": self.kappa, "kappa_se": self.kappa_se,
                 "peak_gpus": self.peak_gpus, "n_points": self.n_points,
@@ -112,7 +113,9 @@ def fit_scaling(table: pd.DataFrame, gpu_name: str, form: str = "usl",
     def model_fn(_: np.ndarray, *p: float) -> np.ndarray:
         log_x1 = np.asarray(p[:len(models)])[index]
         kappa = p[len(models) + 1] if form == "usl" else 0.0
-        return log_x1 + np.log(n) - np.log(1 + p[len(models)] * (n - 1) + kappa * n * (n - 1))
+        log_y: np.ndarray = (log_x1 + np.log(n)
+                             - np.log(1 + p[len(models)] * (n - 1) + kappa * n * (n - 1)))
+        return log_y
 
     start = [float(np.max(y[index == i])) for i in range(len(models))] + [0.1] + (
         [0.01] if form == "usl" else [])

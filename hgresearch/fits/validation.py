@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ TTFT_GOAL_PCT = 25.0
 
 def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form: str,
                       metric: str, rho_max: float, full: SaturationFit,
-                      alt_forms: tuple[str, ...]) -> list[dict]:
+                      alt_forms: tuple[str, ...]) -> list[dict[str, Any]]:
     rows = []
     rates = np.unique(group.request_rate_qps.to_numpy(float))
     for held in rates:
@@ -103,7 +104,7 @@ def fitted_leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = Non
     Configurations with fewer than three offered rates are skipped (two are needed to refit).
     """
     schedule = schedule or estimate_schedule(runs)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     with warnings.catch_warnings():
         # Folds are fitted on purpose with one point fewer; their warnings repeat the full
         # fit's and would drown the output.
@@ -117,7 +118,7 @@ def fitted_leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = Non
     return pd.DataFrame(rows)
 
 
-def _summary(pred: pd.DataFrame) -> dict:
+def _summary(pred: pd.DataFrame) -> dict[str, float]:
     def stat(column: str) -> tuple[float, float, int]:
         if column not in pred:
             return math.nan, math.nan, 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,11 +116,11 @@ class Calibration:
     rates_qps: tuple[float, ...]
     rms_log_error: float
     num_simulations: int
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None = None,
-                kv_cache_tokens: int | None = None, **config_kwargs) -> Replica:
+                kv_cache_tokens: int | None = None, **config_kwargs: int) -> Replica:
     """The :class:`Replica` of ``model`` on ``gpu_count`` × ``gpu_name`` (tensor parallel).
 
     KV blocks come from the server-reported capacity when given (``kv_cache_tokens``), else
@@ -134,6 +135,7 @@ def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None 
     else:
         config = replica_config_from_catalogs(model, gpu_name, num_gpus=gpu_count,
                                               **config_kwargs)
+    floor: RooflineFloor | None
     try:
         floor = roofline_floor_from_catalogs(model, gpu_name, num_gpus=gpu_count)
         if not (math.isfinite(floor.bandwidth_bytes_per_s) and floor.bandwidth_bytes_per_s > 0
@@ -338,7 +340,8 @@ def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Work
                                     targets)
 
         def at(offset_s: float) -> np.ndarray:
-            return np.log(summaries(offset_s)) - log_observed
+            log_errors: np.ndarray = np.log(summaries(offset_s)) - log_observed
+            return log_errors
 
         def ttft_cost(offset_s: float) -> float:
             return robust_loss(at(offset_s)[:, ttft_columns])
@@ -379,8 +382,10 @@ def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Work
         se = np.sqrt(np.clip(np.diag(s2 * np.linalg.pinv(jac.T @ jac)), 0.0, None))
         # A log-space standard error s is a relative one of exp(s) - 1 (upper side); a
         # coefficient the points do not constrain (flat direction) gets an infinite one.
-        rel_se = tuple(float(math.expm1(v)) if v < 50 else math.inf for v in se[:3])
-    return Calibration(replica=replica, coefficients=coefs, rel_se=rel_se,  # type: ignore[arg-type]
+        c0_se, prefill_se, decode_se = (float(math.expm1(v)) if v < 50 else math.inf
+                                        for v in se[:3])
+        rel_se = (c0_se, prefill_se, decode_se)
+    return Calibration(replica=replica, coefficients=coefs, rel_se=rel_se,
                        rates_qps=tuple(float(r) for r in measured.request_rate_qps),
                        rms_log_error=float(math.sqrt(np.mean(residuals ** 2))),
                        num_simulations=len(cache) * len(workloads))

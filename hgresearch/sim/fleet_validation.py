@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,9 @@ from hgresearch.data.runfolder import (
     requests_table,
 )
 from hgresearch.errors import InputError
+
+if TYPE_CHECKING:
+    from hgresearch.sim.calibrate import Calibration
 
 #: Metrics compared on the fleet runs (runs-table names), with the summary key of each.
 FLEET_VALIDATION_METRICS = {"request_throughput_rps": "request_throughput",
@@ -70,7 +74,8 @@ def _kv_cache_tokens(root: Path, model: str) -> int | None:
         else None
 
 
-def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None) -> dict:
+def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None
+                      ) -> dict[str, Calibration]:
     """Per served model: its :class:`~hgresearch.sim.calibrate.Calibration` on its alone-runs
     (every rate; the runs table's columns via :func:`hgresearch.data.ingest.read_runs`)."""
     from hgresearch.data.ingest import read_runs
@@ -91,7 +96,8 @@ def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None) -> d
     return out
 
 
-def simulate_fleet_run(run_dir: str | Path, calibrations: dict) -> dict:
+def simulate_fleet_run(run_dir: str | Path, calibrations: dict[str, Calibration]
+                       ) -> dict[str, Any]:
     """The simulated summary of one measured fleet run (its requests replayed, its policy)."""
     from hgresearch.data.summary import summarize
     from hgresearch.sim.fleet import SimReplica, simulate_fleet

@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,7 +75,7 @@ def hybrid_fleet(num_slow: int, price_scenario: str = DEFAULT_PRICE_SCENARIO) ->
     if isinstance(num_slow, bool) or not isinstance(num_slow, int) or num_slow < 0:
         raise InputError(f"expected a number of RTX-4090 pairs >= 0, got {num_slow!r}",
                          field="slow_counts")
-    replicas: list[dict] = [{"config": FAST_CONFIG}]
+    replicas: list[dict[str, Any]] = [{"config": FAST_CONFIG}]
     if num_slow:
         replicas.append({"config": SLOW_CONFIG, "count": num_slow})
     return parse_fleet({"name": fleet_label(num_slow),
@@ -234,7 +235,7 @@ def study_digest() -> str:
 
 def cached_routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame,
                               build_dir: str | Path | None = None,
-                              **params) -> pd.DataFrame:
+                              **params: Any) -> pd.DataFrame:
     """:func:`routing_comparison`, cached under ``<build_dir>/cache/models`` by the two
     calibrations (coefficients, KV blocks), the measured points, ``params`` and the code."""
     from hgresearch.cache import cached
@@ -265,7 +266,7 @@ class RoutingComparison:
 def routing_report(runs: pd.DataFrame, fits: Mapping[str, Calibration],
                    build_dir: str | Path | None = None,
                    limits_ms: Sequence[float] = P99_TTFT_LIMITS_MS,
-                   **params) -> RoutingComparison:
+                   **params: Any) -> RoutingComparison:
     """The comparison for notebook 07: the 14B model's measured runs of ``runs`` (the H100
     configuration's points) set the length mix; :func:`cached_routing_comparison` with
     ``params`` (:func:`routing_comparison`'s keywords)."""

@@ -118,12 +118,14 @@ class VllmV1Scheduler:
                 for r in sorted(group.values(), key=_rank):
                     if not r.decoding:
                         break  # preempted as a victim: so is every later one (they trail it)
+                    preempted_itself = False
                     while self.free_blocks < 1:
                         victim = self._preempt_last(allocated=False)
                         preempted = True
                         if victim is r:
+                            preempted_itself = True
                             break
-                    if not r.decoding:  # r preempted itself: the running loop stops here
+                    if preempted_itself:  # r is the last running: the running loop stops here
                         break
                     self.free_blocks -= 1
 

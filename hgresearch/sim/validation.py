@@ -10,6 +10,7 @@ with its measurement. The held-out row never reaches the fit (a test checks it).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -73,7 +74,7 @@ def calibrate_configuration(points: pd.DataFrame) -> Calibration:
     return calibrate(replica_for_runs(points), points, _workloads(points))
 
 
-def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict]:
+def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict[str, Any]]:
     label, points = item
     replica = replica_for_runs(points)
     workloads = _workloads(points)
