@@ -260,6 +260,8 @@ class VllmV1Scheduler:
                 clock += 1
                 kv += n
         else:
+            # The loop above with the step time inlined: kept apart on purpose, as a call per
+            # step is what this fast path saves (the simulator's hot loop, sim_speed.py).
             terms = decode_only_terms(n)
             a, b = terms.intercept_s, terms.s_per_kv_token
             w, w_kv = terms.floor_bytes, terms.floor_bytes_per_kv_token
