@@ -1,7 +1,8 @@
 """``hgresearch sim``: the serving simulator (docs/simulator.md).
 
-``sim run`` simulates one run of a configuration calibrated on its measured runs; ``sim fleet``
-simulates a fleet file's replicas behind a routing policy.
+``sim run`` simulates one run of a configuration calibrated on its measured runs; ``sim validate``
+validates the calibration leaving one offered rate out; ``sim fleet`` simulates a fleet file's
+replicas behind a routing policy.
 """
 
 from __future__ import annotations

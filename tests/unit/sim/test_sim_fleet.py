@@ -1,5 +1,6 @@
-"""Fleet simulator: one event loop over several replicas behind a routing policy; the fleet
-file; per-replica and overall summaries."""
+"""Fleet simulator: one event loop over several replicas behind a routing policy; replicas
+from a fleet file; per-replica and overall summaries (the fleet file's own checks:
+test_fleet_spec.py)."""
 
 from __future__ import annotations
 
@@ -164,28 +165,6 @@ def test_fleet_file_expands_counts_and_builds_replicas(tmp_path: Path) -> None:
     arrivals, prompts, outputs = _workload(50, seed=1, rate=20.0)
     frame = simulate_fleet(replicas, JoinShortestQueue(), arrivals, prompts, outputs)
     assert frame.success.all() and len(frame) == 50
-
-
-@pytest.mark.parametrize(("text", "line", "field"), [
-    ("replicas:\n  - config: 14B on an H100\n", 2, "replicas[0].config"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n    count: 0\n", 3, "replicas[0].count"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n  - config: M on 1x H100-PCIe\n"
-     "    step_time:\n      c0_s: -1\n", 5, "replicas[1].step_time.c0_s"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n    count: 2\n    base_url: http://a:1\n",
-     4, "replicas[0].base_url"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n    colour: red\n", 3, "replicas[0].colour"),
-    ("replicas: []\n", 1, "replicas"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n    capacity_weight: 2\n"
-     "  - config: M on 1x H100-PCIe\n", 4, "replicas[1]"),
-])
-def test_fleet_file_errors_name_file_line_field(tmp_path: Path, text: str, line: int,
-                                                field: str) -> None:
-    path = tmp_path / "fleet.yaml"
-    path.write_text(text)
-    with pytest.raises(InputError) as err:
-        load_fleet(path)
-    assert (err.value.file, err.value.line, err.value.field) == (str(path), line, field)
-    assert str(err.value).startswith(f"{path}:{line}, field '{field}': ")
 
 
 def test_unknown_model_found_when_simulating_names_the_entry(tmp_path: Path) -> None:
