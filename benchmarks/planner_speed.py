@@ -1,11 +1,12 @@
 """Fleet planner speed — a benchmark, not a test: run it by hand.
 
-One solve of the planner's mixed-integer program (:func:`hgresearch.plan.solve`) for 10
+One solve of the planner's mixed-integer program (:func:`hgresearch.plan.solve.solve`) for 10
 candidate configurations × 64 length buckets × 3 SLO classes (192 traffic classes, 1,920
 routing variables, 10 integer replica counts), with availability caps on both GPU types, at
-several demands; goal ≤ 2 s per solve. The capacity table is constructed (capacity ∝ the
+several demands; goal ≤ 2 s per solve. The replica-rate table is constructed (rate ∝ the
 configuration's memory bandwidth and GPU count, ÷ the bucket's tokens, × an SLO factor): the
-benchmark times the program, not the simulator that fills the table in real use. Also one
+benchmark times the program, not the simulator that fills the table in real use
+(:func:`hgresearch.plan.replica_rates.replica_rate_table`). Also one
 24-hour solve (hourly demand and caps: 240 integers, 46,080 routing variables).
 
     PYTHONPATH=$PWD python benchmarks/planner_speed.py [--repeats 3]
@@ -52,8 +53,8 @@ def problem(rate_rps: float | tuple[float, ...]) -> PlanProblem:
                        gpu_caps=(("H100-PCIe", 16), ("RTX-4090", caps)))
 
 
-def capacity(p: PlanProblem) -> pd.DataFrame:
-    """Constructed capacities (see the module docstring)."""
+def replica_rates(p: PlanProblem) -> pd.DataFrame:
+    """Constructed per-replica class rates (see the module docstring)."""
     factor = {"tight": 0.5, "loose": 0.8, "batch": 0.95}
     rows = []
     for c in p.candidates:
@@ -72,7 +73,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f} (a shared machine: only indicative)")
     for rate in (5.0, 20.0, 50.0, 120.0):
         p = problem(rate)
-        table = capacity(p)
+        table = replica_rates(p)
         times = []
         for _ in range(args.repeats):
             started = time.perf_counter()
@@ -84,7 +85,7 @@ def main() -> None:
     day = tuple(float(20 + 15 * np.sin(2 * np.pi * (h - 9) / 24)) for h in range(24))
     p = problem(day)
     started = time.perf_counter()
-    plan = solve(p, capacity(p))
+    plan = solve(p, replica_rates(p))
     print(f"24 hours, same classes: {time.perf_counter() - started:.3f} s per solve; "
           f"${plan.cost_usd_per_h.sum():.2f} per day")
 

@@ -19,7 +19,7 @@ import time
 
 from hgresearch.identity import config_label
 from hgresearch.sim.run import calibration_runs
-from hgresearch.sim.validation import configuration_points, leave_one_qps_out
+from hgresearch.sim.validation import configuration_points, simulated_leave_one_qps_out
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     cpu_start = _cpu_s()
     start = time.perf_counter()
-    points = leave_one_qps_out(runs, n_jobs=args.jobs)
+    points = simulated_leave_one_qps_out(runs, n_jobs=args.jobs)
     seconds = time.perf_counter() - start
     cpu_s = _cpu_s() - cpu_start
     folds = points.groupby(["configuration", "held_out_qps"]).ngroups

@@ -14,7 +14,7 @@ import json
 import pickle
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -46,7 +46,7 @@ def _code_digest() -> str:
     return source_digest("fits")
 
 
-def input_hash(frames: pd.DataFrame | list[pd.DataFrame], params: dict) -> str:
+def input_hash(frames: pd.DataFrame | list[pd.DataFrame], params: dict[str, Any]) -> str:
     """SHA-256 over the frames' columns and values, the JSON of ``params`` and the code."""
     digest = hashlib.sha256()
     for frame in frames if isinstance(frames, list) else [frames]:
@@ -64,7 +64,7 @@ def cache_path(build_dir: str | Path, name: str, key: str) -> Path:
 
 
 def cached(build_dir: str | Path | None, name: str,
-           frames: pd.DataFrame | list[pd.DataFrame], params: dict,
+           frames: pd.DataFrame | list[pd.DataFrame], params: dict[str, Any],
            compute: Callable[[], T]) -> T:
     """Return the cached result of ``compute`` for these inputs, computing it if needed.
 
@@ -76,7 +76,8 @@ def cached(build_dir: str | Path | None, name: str,
     if path.exists():
         try:
             with path.open("rb") as handle:
-                return pickle.load(handle)
+                stored: T = pickle.load(handle)  # what compute() returned for these inputs
+            return stored
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
             pass  # recompute below
     result = compute()

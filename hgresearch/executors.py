@@ -3,10 +3,10 @@ tasks on a Ray cluster (docs/cluster.md).
 
 One map-style API serves the simulator's validation folds and calibrations
 (:mod:`hgresearch.sim.validation`), the planner's per-configuration capacity searches
-(:func:`hgresearch.plan.replica_rates.capacity_table`) and, with resources per task, the sweep
+(:func:`hgresearch.plan.replica_rates.replica_rate_table`) and, with resources per task, the sweep
 (:mod:`hgresearch.bench.sweep`)::
 
-    Executor(ExecutorKind.RAY, address="auto").map(fit_configuration, items)
+    Executor(ExecutorKind.RAY, address="auto").map(calibrate_configuration, items)
 
 Results come back in the order of the items, whichever executor ran them, so the tables built
 from them are identical. Ray is an optional extra (``pip install 'hgresearch[ray]'``) and is
@@ -69,7 +69,7 @@ def connect_ray(address: str | None = None) -> Any:
     return ray
 
 
-def _collect(results: Iterable[Result], on_result: Callable[[Result], None] | None
+def _collect(results: Iterable[Result], on_result: Callable[[Result], object] | None
              ) -> list[Result]:
     """The results in order, each passed to ``on_result`` as it comes."""
     collected = []
@@ -111,7 +111,7 @@ class Executor:
         return cls(kind, address)
 
     def map(self, function: Callable[[Item], Result], items: Iterable[Item], *,
-            on_result: Callable[[Result], None] | None = None) -> list[Result]:
+            on_result: Callable[[Result], object] | None = None) -> list[Result]:
         """``[function(item) for item in items]``, run by this executor; ``on_result`` is
         called with each result as it is collected, in order (progress bars). ``function``
         must be importable by name (module level) for ``process`` and ``ray``."""
@@ -129,7 +129,7 @@ class Executor:
         return results
 
     def _map_ray(self, function: Callable[[Item], Result], items: list[Item],
-                 on_result: Callable[[Result], None] | None) -> list[Result]:
+                 on_result: Callable[[Result], object] | None) -> list[Result]:
         ray = connect_ray(self.address)
         remote = ray.remote(_apply)
         shared = ray.put(function)  # sent once (a function may carry data, e.g. a partial)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TypeVar
 
 import numpy as np
-import pandas as pd
 
 SECONDS_PER_HOUR = 3600.0
 #: Joules in one kWh.
@@ -13,8 +12,9 @@ J_PER_KWH = 3.6e6
 #: Tokens in "per 1M tokens" figures.
 TOKENS_PER_MILLION = 1e6
 
-#: A scalar, an array or a table column: the formulas work on each alike.
-Number = TypeVar("Number", int, float, np.ndarray, pd.Series)
+#: A scalar, an array or a table column: the formulas work on each alike. (An ``int`` argument
+#: counts as a float; pandas has no type information here, so a Series is accepted as any.)
+Number = TypeVar("Number", float, np.ndarray)
 
 
 def tokens_per_h(tok_per_s: Number) -> Number:

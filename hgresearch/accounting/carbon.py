@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,11 @@ from hgresearch.accounting.energy import (
     kwh_per_1m_tok,
     tokens_per_kwh_of_energy,
 )
-from hgresearch.data.catalogs import embodied_catalog, grid_catalog
+
+# The carbon catalogs' loaders are re-exported (``carbon.grid_catalog()`` in notebook 05).
+from hgresearch.data.catalogs import embodied_catalog as embodied_catalog
+from hgresearch.data.catalogs import embodied_rows, grid_catalog, grid_row
+from hgresearch.errors import InputError
 from hgresearch.identity import total_gpus
 from hgresearch.units import TOKENS_PER_MILLION, tokens_per_h
 
@@ -39,36 +44,24 @@ SCENARIOS: dict[str, frozenset[str]] = {
 }
 
 
-def grid_intensity(region: str) -> float:
-    """g CO2 per kWh of a region of the grid catalog."""
-    grid = grid_catalog()
-    row = grid[grid.region == region]
-    if row.empty:
-        raise KeyError(f"unknown grid region {region!r}; known: {list(grid.region)}")
-    return float(row.g_co2_per_kwh.iloc[0])
+def grid_intensity(region: str, *, field: str | None = "grid_region") -> float:
+    """g CO2 per kWh of a region of the grid catalog (:class:`CatalogKeyError` for a region it
+    does not hold)."""
+    return float(grid_row(region, field=field).g_co2_per_kwh)
 
 
 def embodied_kg_per_gpu(gpu_name: str, bound: str = "central",
                         include_host: bool = True) -> float:
     """Embodied kg CO2e of one GPU plus (by default) its share of the host machine."""
     column = {"central": "kg_co2e", "low": "kg_co2e_low", "high": "kg_co2e_high"}[bound]
-    rows = _embodied_rows(gpu_name)
+    rows = embodied_rows(gpu_name)
     components = ["gpu", "host_share"] if include_host else ["gpu"]
     return float(rows[rows.component.isin(components)][column].sum())
 
 
 def gpu_class(gpu_name: str) -> str:
     """``consumer`` or ``datacenter`` as recorded in the embodied catalog."""
-    return str(_embodied_rows(gpu_name).gpu_class.iloc[0])
-
-
-def _embodied_rows(gpu_name: str) -> pd.DataFrame:
-    table = embodied_catalog()
-    rows = table[table.item == gpu_name]
-    if rows.empty:
-        raise KeyError(f"no embodied carbon for {gpu_name!r} in "
-                       "hgresearch/data/catalogs/embodied_carbon.csv")
-    return rows
+    return str(embodied_rows(gpu_name).gpu_class.iloc[0])
 
 
 def amortised_g_per_1m_tok(embodied_kg: float, tok_per_s: float, lifetime_years: float,
@@ -106,10 +99,7 @@ def configuration_carbon(configs: pd.DataFrame, regions: Iterable[str] | None = 
     grid = grid_catalog()
     if regions is not None:
         regions = list(regions)
-        unknown = [r for r in regions if r not in set(grid.region)]
-        if unknown:
-            raise KeyError(f"unknown grid region(s) {unknown}; known: {list(grid.region)}")
-        grid = grid.set_index("region").loc[regions].reset_index()
+        grid = pd.DataFrame([grid_row(region, field="regions") for region in regions])
     rows = []
     for config in configs.itertuples():
         energy_per_tok_j = getattr(config, energy_column)
@@ -121,7 +111,8 @@ def configuration_carbon(configs: pd.DataFrame, regions: Iterable[str] | None = 
                                             lifetime_years, utilisation)
         for scenario in scenarios:
             if scenario not in SCENARIOS:
-                raise KeyError(f"unknown scenario {scenario!r}; known: {sorted(SCENARIOS)}")
+                raise InputError(f"unknown hardware scenario {scenario!r}; expected one of "
+                                 f"{', '.join(sorted(SCENARIOS))}", field="scenarios")
             sunk = gpu_class(config.gpu_name) in SCENARIOS[scenario]
             for region in grid.itertuples():
                 operational = g_co2_per_1m_tok(tok_per_kwh, region.g_co2_per_kwh)
@@ -182,7 +173,8 @@ def break_even_table(carbon: pd.DataFrame) -> pd.DataFrame:
                 name_a = f"{a.hardware} @ {a.request_rate_qps:g} QPS"
                 name_b = f"{b.hardware} @ {b.request_rate_qps:g} QPS"
 
-                def lower_at(intensity: float, a=a, b=b, name_a=name_a, name_b=name_b) -> str:
+                def lower_at(intensity: float, a: Any = a, b: Any = b, name_a: str = name_a,
+                             name_b: str = name_b) -> str:
                     total_a = intensity * a.kwh_per_1m_tok + a.embodied_g_per_1m_tok
                     total_b = intensity * b.kwh_per_1m_tok + b.embodied_g_per_1m_tok
                     return name_a if total_a <= total_b else name_b

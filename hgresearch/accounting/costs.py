@@ -9,35 +9,43 @@ import math
 import numpy as np
 import pandas as pd
 
-from hgresearch.data.catalogs import price_catalog
+from hgresearch.data.catalogs import price_scenario_rows
 from hgresearch.identity import total_gpus
 from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Number, tokens_per_h
 
 
-def gpu_hours(duration_s: Number, gpu_count: Number, replicas: Number = 1) -> Number:
+def gpu_hours(duration_s: Number, gpu_count: Number, replicas: Number | int = 1) -> Number:
     """GPU-hours billed for a run: every GPU of every replica for the run's duration."""
-    return duration_s / SECONDS_PER_HOUR * total_gpus(gpu_count, replicas)
+    hours: Number = duration_s / SECONDS_PER_HOUR * total_gpus(gpu_count, replicas)
+    return hours
 
 
 def hourly_cost_usd(gpu_count: Number, price_usd_per_gpu_h: Number,
-                    replicas: Number = 1) -> Number:
+                    replicas: Number | int = 1) -> Number:
     """Rental cost per hour of a configuration: every GPU of every replica."""
-    return total_gpus(gpu_count, replicas) * price_usd_per_gpu_h
+    cost: Number = total_gpus(gpu_count, replicas) * price_usd_per_gpu_h
+    return cost
 
 
 def run_cost_usd(duration_s: Number, gpu_count: Number, price_usd_per_gpu_h: Number,
-                 replicas: Number = 1) -> Number:
+                 replicas: Number | int = 1) -> Number:
     """Rental cost of a run: :func:`gpu_hours` times the price per GPU-hour."""
-    return gpu_hours(duration_s, gpu_count, replicas) * price_usd_per_gpu_h
+    cost: Number = gpu_hours(duration_s, gpu_count, replicas) * price_usd_per_gpu_h
+    return cost
 
 
 def cost_per_million_tok_usd(cost_usd: Number, tokens: Number) -> Number:
     """Cost divided by tokens in millions; NaN (never infinite) where there are no tokens."""
     if isinstance(tokens, pd.Series):
-        return cost_usd / (tokens.replace(0, np.nan) / TOKENS_PER_MILLION)
-    if isinstance(tokens, np.ndarray):
-        return cost_usd / (np.where(tokens == 0, np.nan, tokens) / TOKENS_PER_MILLION)
-    return cost_usd / (tokens / TOKENS_PER_MILLION) if tokens else math.nan
+        millions: Number = tokens.replace(0, np.nan) / TOKENS_PER_MILLION
+    elif isinstance(tokens, np.ndarray):
+        millions = np.where(tokens == 0, np.nan, tokens) / TOKENS_PER_MILLION
+    elif not tokens:
+        return math.nan
+    else:
+        millions = tokens / TOKENS_PER_MILLION
+    per_million: Number = cost_usd / millions
+    return per_million
 
 
 def add_costs(runs: pd.DataFrame, scenario: str = "alternative",
@@ -54,11 +62,7 @@ def add_costs(runs: pd.DataFrame, scenario: str = "alternative",
     (input+output tokens), ``cost_usd_per_1m_output_tok``, ``tok_per_usd``,
     ``output_tok_per_usd`` and ``price_scenario``. GPUs without a price get NaN costs.
     """
-    prices = price_catalog()
-    prices = prices[prices.scenario == scenario]
-    if prices.empty:
-        raise KeyError(f"unknown price scenario {scenario!r}; known: "
-                       f"{sorted(set(price_catalog().scenario))}")
+    prices = price_scenario_rows(scenario)
     price_map = dict(zip(prices.gpu_name, prices.price_usd_per_gpu_h, strict=True))
     price_map.update(prices_usd_per_gpu_h or {})
     out = runs.copy()
@@ -77,7 +81,7 @@ def add_costs(runs: pd.DataFrame, scenario: str = "alternative",
 
 
 def cost_per_million_tok_at_rate_usd(tok_per_s: Number, gpu_count: Number,
-                                     price_usd_per_gpu_h: Number, replicas: Number = 1
+                                     price_usd_per_gpu_h: Number, replicas: Number | int = 1
                                      ) -> Number:
     """Cost per 1M tokens of a configuration kept busy at a sustained token rate."""
     return cost_per_million_tok_usd(hourly_cost_usd(gpu_count, price_usd_per_gpu_h, replicas),

@@ -8,13 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from hgresearch.bench.options import Arrival, Endpoint, HttpClient
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import Resume, Seed, output_option
 from hgresearch.traffic.routing import Policy
 
 
-@command(app, "bench")
 def bench(
     base_url: Annotated[list[str] | None, typer.Option(
         help="Server base URL (without /v1); repeat it for several endpoints behind a router "
@@ -138,7 +135,7 @@ def _endpoints(base_urls: list[str] | None, fleet_file: Path | None,
         if base_urls:
             raise OptionError("--fleet", "give the endpoints either with --fleet or with "
                                          "--base-url, not both")
-        from hgresearch.sim.fleet import bench_endpoints, load_fleet
+        from hgresearch.sim.fleet_spec import bench_endpoints, load_fleet
 
         return bench_endpoints(load_fleet(fleet_file), model)
     if base_urls and len(base_urls) > 1:

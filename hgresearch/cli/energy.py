@@ -8,12 +8,9 @@ from typing import Annotated
 import typer
 
 from hgresearch.accounting.energy import TdpAssumption
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import Seed, SkipBadLines, output_option
 
 
-@command(app, "energy")
 def energy(
     paths: Annotated[list[Path], typer.Argument(
         help="hgresearch run folders (or folders of them) and/or vLLM result files.")],

@@ -1,6 +1,6 @@
 """The command line's one error handler.
 
-Every command is registered through :func:`command`, which wraps it in :func:`handle_errors`:
+Every command is registered (:data:`hgresearch.cli.COMMANDS`) behind :func:`handle_errors`:
 an error the user can act on (:class:`~hgresearch.errors.HgResearchError`, a missing or existing
 file) becomes one line ``error: …`` on stderr and the exit code the error carries — 2 for bad
 input everywhere, 1 for a failure during the work — with no traceback. Anything else is a bug
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 import typer
 
@@ -20,7 +20,8 @@ from hgresearch.errors import HgResearchError
 BAD_INPUT_EXIT_CODE = 2
 INTERRUPTED_EXIT_CODE = 130
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def one_line(err: BaseException) -> str:
@@ -38,11 +39,11 @@ def fail(message: str, exit_code: int = BAD_INPUT_EXIT_CODE) -> typer.Exit:
     return typer.Exit(exit_code)
 
 
-def handle_errors(func: F) -> F:
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Run a command; report user-facing errors as one line with their exit code."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
         except HgResearchError as err:
@@ -53,14 +54,4 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             raise fail("interrupted", INTERRUPTED_EXIT_CODE) from None
 
-    return wrapper  # type: ignore[return-value]
-
-
-def command(app: typer.Typer, name: str, **kwargs: Any) -> Callable[[F], F]:
-    """``@command(app, "name")``: register ``func`` on ``app`` behind the one error handler."""
-
-    def register(func: F) -> F:
-        app.command(name, **kwargs)(handle_errors(func))
-        return func
-
-    return register
+    return wrapper

@@ -9,12 +9,9 @@ from typing import Annotated
 
 import typer
 
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import BuildDir, output_option
 
 
-@command(app, "fit")
 def fit(
     paths: Annotated[list[Path] | None, typer.Argument(
         help="Result files or folders (default: the paper's reference data).")] = None,

@@ -8,12 +8,9 @@ from typing import Annotated
 
 import typer
 
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import SkipBadLines, output_option
 
 
-@command(app, "ingest")
 def ingest(
     paths: Annotated[list[Path], typer.Argument(
         help="Result files or folders (searched recursively): vLLM benchmark results, "

@@ -32,10 +32,6 @@ SkipBadLines = Annotated[bool, typer.Option(
 Resume = Annotated[bool, typer.Option("--resume", help="Continue a killed run or sweep.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of everything random in the command.")]
 
-
-def output_option(help_text: str) -> typer.models.OptionInfo:
-    """``-o/--output`` with a command-specific description of what is written there."""
-    return typer.Option("-o", "--output", help=help_text)
 ExecutorOption = Annotated[ExecutorKind, typer.Option(
     "--executor", help="Where the independent pieces of work run: local (this process), "
                        "process (local worker processes) or ray (tasks on a Ray cluster; "
@@ -44,6 +40,13 @@ Address = Annotated[str | None, typer.Option(
     "--address", help="Ray cluster (--executor ray): 'auto' (started here with `ray start`), "
                       "ray://HOST:10001, or none: $RAY_ADDRESS (set by `ray job submit`), "
                       "else a local cluster.")]
+
+
+def output_option(help_text: str) -> typer.models.OptionInfo:
+    """``-o/--output`` with a command-specific description of what is written there."""
+    # typer.Option is typed as returning Any (it is used as a default value); it is an OptionInfo
+    option: typer.models.OptionInfo = typer.Option("-o", "--output", help=help_text)
+    return option
 
 
 def executor_of(kind: ExecutorKind, address: str | None) -> Executor:

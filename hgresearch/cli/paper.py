@@ -7,16 +7,9 @@ from typing import Annotated
 
 import typer
 
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import PaperDir, output_option
 
-paper_app = typer.Typer(help="The manuscript: paper/paper.typ built from paper/tables.",
-                        no_args_is_help=True)
-app.add_typer(paper_app, name="paper")
 
-
-@command(paper_app, "build")
 def paper_build(
     paper_dir: PaperDir = Path("paper"),
     output: Annotated[Path | None, output_option(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,7 +68,8 @@ def select_notebooks(names: list[str], notebook_dir: Path = NOTEBOOK_DIR,
     return [p for p in available if p in chosen]
 
 
-def execute_notebook(notebook: Path, output: Path, parameters: dict) -> None:
+def execute_notebook(notebook: Path, output: Path, parameters: Mapping[str, object]
+                     ) -> None:
     """Run one notebook with papermill; raise :class:`NotebookFailed` naming the failing cell."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
@@ -159,7 +160,7 @@ def write_headline(build_dir: str | Path, name: str, numbers: dict[str, object])
 
     ``name`` is the notebook's file name without ``.ipynb``: ``reproduce`` reads the numbers of
     the notebooks it ran by that name (and removes them before the notebook runs again)."""
-    path = _headline_path(build_dir, name)
+    path = _headline_path(Path(build_dir), name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(numbers, indent=1, default=str) + "\n")
     return path

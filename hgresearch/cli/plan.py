@@ -1,19 +1,17 @@
-"""``hgresearch fleet``: the fleet planner (docs/planner.md).
+"""``hgresearch plan``: the fleet planner (docs/planner.md).
 
-``fleet plan`` finds the cheapest (or lowest-carbon) mix of configurations for a load and its
-SLOs, checks it by simulation, compares it with single-hardware fleets and writes a fleet file.
+It finds the cheapest (or lowest-carbon) mix of configurations for a load and its SLOs, checks
+it by simulation, compares it with single-hardware fleets and writes a fleet file.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import (
     Address,
     BuildDir,
@@ -24,9 +22,8 @@ from hgresearch.cli.options import (
 )
 from hgresearch.executors import ExecutorKind
 
-fleet_app = typer.Typer(help="Plan fleets of GPU configurations (docs/planner.md).",
-                        no_args_is_help=True)
-app.add_typer(fleet_app, name="fleet")
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_CANDIDATES = ["1x H100-PCIe", "2x RTX-4090", "4x RTX-4090", "8x RTX-4090"]
 
@@ -38,7 +35,6 @@ class StepTimes(StrEnum):
     ROOFLINE = "roofline"
 
 
-@command(fleet_app, "plan")
 def plan(
     model: Annotated[str, typer.Option(help="Model (hgresearch/data/catalogs/"
                                        "model_architectures.csv).")]
@@ -101,10 +97,10 @@ def plan(
         LengthClass,
         PlanProblem,
         PriceScenario,
-        SimulatedCapacity,
+        SimulatedReplicaRates,
         baselines,
-        capacity_table,
         plan_and_check,
+        replica_rate_table,
         replica_settings,
         validate,
         write_fleet_file,
@@ -116,6 +112,7 @@ def plan(
         parse_length,
         parse_slo,
     )
+    from hgresearch.plan.replica_rates import ROOFLINE_ONLY
     from hgresearch.report.plan import check_table, comparison_table, fleet_table
 
     slo_classes = tuple(parse_slo(text, i) for i, text in enumerate(slo or ["p99_ttft:500"]))
@@ -134,32 +131,36 @@ def plan(
     if step_times == StepTimes.CALIBRATED:
         from hgresearch.sim import fleet as sim_fleet
 
-        provider = SimulatedCapacity(fits=sim_fleet.fleet_calibrations(build_dir, source,
-                                                                      executor=runner),
-                                     source="calibrated on the reference runs")
+        provider = SimulatedReplicaRates(
+            fits=sim_fleet.fleet_calibrations(build_dir, source, executor=runner),
+            source="calibrated on the reference runs")
     else:
-        provider = SimulatedCapacity()
-    capacities = capacity_table(problem, provider, build_dir=build_dir, executor=runner)
-    kwargs = {"objective": objective, "carbon_price_usd_per_kg": carbon_price,
-              **replica_settings(problem, provider)}
-    checked = plan_and_check(problem, capacities, seeds=tuple(range(check_seeds)),
-                             max_rounds=max_rounds, **kwargs)
-    fmt = {"float_format": lambda x: f"{x:.4g}", "index": False}
+        provider = SimulatedReplicaRates()
+    rates = replica_rate_table(problem, provider, build_dir=build_dir, executor=runner)
+    settings = replica_settings(problem, provider)
+    checked = plan_and_check(problem, rates, seeds=tuple(range(check_seeds)),
+                             max_rounds=max_rounds, objective=objective,
+                             carbon_price_usd_per_kg=carbon_price, **settings)
+
+    def show(table: pd.DataFrame) -> str:
+        return str(table.to_string(float_format=lambda x: f"{x:.4g}", index=False))
+
     typer.echo(f"{model} at {qps:g} req/s; SLO classes: "
                + "; ".join(f"{s.name}: {s.describe()}" for s in slo_classes)
                + f"; prices {problem.prices.describe()}; grid {grid}; objective {objective}")
-    if (capacities.step_time_source == "roofline floor only (uncalibrated)").any():
-        typer.echo("note: capacities come from the simulator on the roofline floor alone "
-                   "(uncalibrated: optimistic latencies, overstated capacity)", err=True)
+    if (rates.step_time_source == ROOFLINE_ONLY).any():
+        typer.echo("note: replica rates come from the simulator on the roofline floor alone "
+                   "(uncalibrated: optimistic latencies, overstated rates)", err=True)
     typer.echo("\nplan:")
-    typer.echo(fleet_table(checked.plan).to_string(**fmt))
+    typer.echo(show(fleet_table(checked.plan)))
     verdict = "passed" if checked.passed else "MISSED"
     typer.echo(f"\nsimulated check ({check_seeds} seeds, {checked.checks[-1][0].num_requests} "
                f"requests each; {checked.rounds} round(s)): {verdict}")
-    typer.echo(check_table(checked.checks[-1][0]).to_string(**fmt))
+    typer.echo(show(check_table(checked.checks[-1][0])))
     typer.echo("\nbaselines (single hardware, no availability caps):")
-    typer.echo(comparison_table(checked.plan, baselines(problem, capacities, **{
-        **kwargs, "capacity_scale": checked.capacity_scale})).to_string(**fmt))
+    typer.echo(show(comparison_table(checked.plan, baselines(
+        problem, rates, objective=objective, carbon_price_usd_per_kg=carbon_price,
+        capacity_scale=checked.capacity_scale, **settings))))
     if output is not None:
         urls = parse_base_urls(base_url, model) if base_url else None
         typer.echo(f"\nwrote {write_fleet_file(checked.plan, output, base_urls=urls)}")

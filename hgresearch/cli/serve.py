@@ -10,18 +10,12 @@ from typing import Annotated
 
 import typer
 
-from hgresearch.cli import app
-from hgresearch.cli.errors import INTERRUPTED_EXIT_CODE, command, fail
+from hgresearch.cli.errors import INTERRUPTED_EXIT_CODE, fail
 from hgresearch.cli.options import Address, ExecutorOption, Resume, executor_of, output_option
 from hgresearch.executors import DEFAULT_RETRIES, ExecutorKind
 from hgresearch.units import SECONDS_PER_HOUR
 
-model_app = typer.Typer(help="Benchmark models (LLM architectures) built offline from the "
-                        "architecture catalog.", no_args_is_help=True)
-app.add_typer(model_app, name="model")
 
-
-@command(model_app, "list")
 def model_list() -> None:
     """List the architecture catalog's models that `model synth` can build."""
     from hgresearch.data.catalogs import model_catalog
@@ -33,7 +27,6 @@ def model_list() -> None:
                    f"{int(row.num_kv_heads)} vocab={int(row.vocab_size)}")
 
 
-@command(model_app, "synth")
 def model_synth(
     name: Annotated[str, typer.Argument(help="Catalog model (see `hgresearch model list`).")],
     output: Annotated[Path | None, output_option(
@@ -53,7 +46,6 @@ def model_synth(
     typer.echo(f"{name} -> {path} (serve with --load-format dummy)")
 
 
-@command(app, "serve")
 def serve(
     model: Annotated[str, typer.Argument(
         help="Model folder, Hugging Face name, or a catalog name with --synth.")],
@@ -112,7 +104,6 @@ def serve(
         typer.echo("stopped")
 
 
-@command(app, "sweep")
 def sweep(
     sweep_file: Annotated[Path, typer.Argument(help="Sweep file (YAML), e.g. sweeps/cpu.yaml.")],
     resume: Resume = False,

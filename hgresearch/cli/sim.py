@@ -1,7 +1,8 @@
 """``hgresearch sim``: the serving simulator (docs/simulator.md).
 
-``sim run`` simulates one run of a configuration calibrated on its measured runs; ``sim fleet``
-simulates a fleet file's replicas behind a routing policy.
+``sim run`` simulates one run of a configuration calibrated on its measured runs; ``sim validate``
+validates the calibration leaving one offered rate out; ``sim fleet`` simulates a fleet file's
+replicas behind a routing policy.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from typing import Annotated
 
 import typer
 
-from hgresearch.cli import app
-from hgresearch.cli.errors import command
 from hgresearch.cli.options import (
     Address,
     BuildDir,
@@ -26,13 +25,8 @@ from hgresearch.cli.options import (
 from hgresearch.executors import ExecutorKind
 from hgresearch.traffic.routing import Policy
 
-sim_app = typer.Typer(help="Simulate vLLM replicas and fleets (docs/simulator.md).",
-                      no_args_is_help=True)
-app.add_typer(sim_app, name="sim")
 
-
-@command(sim_app, "fleet")
-def fleet(
+def sim_fleet(
     fleet_file: Annotated[Path, typer.Argument(help="Fleet file (YAML; docs/simulator.md).")],
     policy: Annotated[Policy, typer.Option(help="Routing policy.")] = Policy.JSQ,
     qps: Annotated[float, typer.Option(help="Request rate (req/s) of the Poisson arrivals.")]
@@ -65,13 +59,8 @@ def fleet(
     from hgresearch.bench.options import parse_workload_option
     from hgresearch.bench.prompts import build_requests
     from hgresearch.errors import InputError
-    from hgresearch.sim.fleet import (
-        ROOFLINE_ONLY,
-        fleet_summary,
-        load_fleet,
-        sim_replicas,
-        simulate_fleet,
-    )
+    from hgresearch.sim.fleet import ROOFLINE_ONLY, fleet_summary, sim_replicas, simulate_fleet
+    from hgresearch.sim.fleet_spec import load_fleet
     from hgresearch.traffic.arrivals import arrival_offsets_ns
     from hgresearch.traffic.routing import make_policy
 
@@ -97,7 +86,6 @@ def fleet(
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
-@command(sim_app, "run")
 def sim_run(
     config: Annotated[str, typer.Option(
         "--config", help='Configuration label, e.g. "DeepSeek-R1-Distill-Qwen-14B on 1x '
@@ -135,8 +123,7 @@ def sim_run(
         typer.echo(f"simulated run -> {output}", err=True)
 
 
-@command(sim_app, "validate")
-def validate(
+def sim_validate(
     runs_dir: Annotated[list[Path] | None, typer.Argument(
         help="Run folders or result files to validate on (default: the calibration runs: "
              "the reference data and data/raw/cpu-tiny).")] = None,
@@ -154,7 +141,7 @@ def validate(
     from hgresearch.errors import InputError
     from hgresearch.identity import config_label
     from hgresearch.sim.run import calibration_runs
-    from hgresearch.sim.validation import leave_one_qps_out, validation_table
+    from hgresearch.sim.validation import simulated_leave_one_qps_out, simulated_validation_table
 
     if runs_dir:
         from hgresearch.data.ingest import read_runs
@@ -169,10 +156,10 @@ def validate(
             raise InputError(f"unknown configuration(s) {unknown}; known: "
                              f"{sorted(set(labels))}", field="config")
         runs = runs[labels.isin(config)]
-    points = leave_one_qps_out(runs, executor=executor_of(executor, address))
+    points = simulated_leave_one_qps_out(runs, executor=executor_of(executor, address))
     if points.empty:
         raise InputError("no configuration with three or more offered rates to validate")
-    table = validation_table(points)
+    table = simulated_validation_table(points)
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     if output is not None:
         points.to_csv(output, index=False)

@@ -34,7 +34,8 @@ class YamlDocument:
     """A parsed YAML file with the line of every key and item (for errors)."""
 
     data: Any
-    file: str
+    #: The file (None for content that came from elsewhere, e.g. built in code).
+    file: str | None
     #: 1-based line of each key path (``("servers", 0, "gpu_name")``); ``()`` is the root.
     lines: dict[tuple[Any, ...], int] = field(default_factory=dict)
 

@@ -36,6 +36,7 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
+from hgresearch.data.files import iter_json_lines, read_text
 from hgresearch.errors import InputError
 
 CONFIG_FILE = "config.json"
@@ -113,13 +114,6 @@ def repair(path: Path) -> int:
     return len(data) - keep
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(f"not UTF-8 text (byte {err.start})", file=str(path)) from None
-
-
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Records of ``requests.jsonl`` (none when the file is absent); a truncated *last* line is
     dropped (crash), any other bad line raises :class:`InputError` naming file and line. Later
@@ -127,17 +121,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    lines = _read_text(path).split("\n")
     by_key: dict[tuple[bool, int], dict[str, Any]] = {}
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as err:
-            if number == len(lines):  # no newline after it: cut by a crash
-                continue
-            raise InputError(f"malformed JSON: {err.msg}", file=str(path), line=number) from None
+    for number, record in iter_json_lines(path, tolerate_truncated_last=True):
         if not isinstance(record, dict) or not isinstance(record.get("index"), int):
             raise InputError("expected an object with an integer index", file=str(path),
                              line=number, field="index")
@@ -191,7 +176,7 @@ def read_requests(run_dir: str | Path) -> pd.DataFrame:
 
 def _telemetry_text_table(path: Path) -> pd.DataFrame | None:
     """``telemetry.csv`` as strings; None when it holds no header."""
-    text = _read_text(path)
+    text = read_text(path)
     if not text.endswith("\n"):
         text = text[:text.rfind("\n") + 1]  # a kill mid-write cuts the last line
     if not text.strip():
@@ -258,10 +243,10 @@ def read_telemetry(run_dir: str | Path) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 
 def _read_json(path: Path, missing: str) -> Any:
+    if not path.exists():
+        raise InputError(missing, file=str(path))
     try:
-        return json.loads(_read_text(path))
-    except FileNotFoundError:
-        raise InputError(missing, file=str(path)) from None
+        return json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise InputError(f"malformed JSON: {err.msg}", file=str(path), line=err.lineno) from None
 

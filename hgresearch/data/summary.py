@@ -53,8 +53,8 @@ def describe(values: np.ndarray | list[float]) -> dict[str, float | None]:
     arr = arr[~np.isnan(arr)]
     if arr.size == 0:
         return dict.fromkeys(STATS)
-    out = {"mean": float(np.mean(arr)), "median": float(np.median(arr)),
-           "std": float(np.std(arr))}
+    out: dict[str, float | None] = {"mean": float(np.mean(arr)),
+                                    "median": float(np.median(arr)), "std": float(np.std(arr))}
     for name, q in PERCENTILES.items():
         out[name] = float(np.percentile(arr, q))
     return out

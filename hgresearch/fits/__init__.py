@@ -1,12 +1,14 @@
 """Fitted cost-performance models of LLM serving configurations.
 
-* :mod:`~hgresearch.fits.saturation` — requests/s a configuration sustains (fixed-count runs);
+* :mod:`~hgresearch.fits.saturation` — the saturating throughput fit: requests/s a configuration
+  sustains (fixed-count runs; ``fit_saturation``, ``SaturationFit``);
 * :mod:`~hgresearch.fits.latency` — tail latency against utilisation;
 * :mod:`~hgresearch.fits.scaling` — tensor-parallel scaling (USL, Amdahl);
-* :mod:`~hgresearch.fits.slo` — capacity and cost per token under a latency SLO, Pareto
-  frontier;
+* :mod:`~hgresearch.fits.slo` — the highest rate and the cost per token under a latency SLO
+  from the fitted curves (``fitted_slo_rate_table``), Pareto frontier;
 * :mod:`~hgresearch.fits.roofline` — physical bounds from the hardware/model catalogs;
-* :mod:`~hgresearch.fits.validation` — leave-one-QPS-out prediction error;
+* :mod:`~hgresearch.fits.validation` — leave-one-QPS-out prediction error of the fits
+  (``fitted_leave_one_qps_out``, ``fitted_validation_table``);
 * :mod:`~hgresearch.report.ratio_audit` — the paper's headline ratios under each definition;
 * :mod:`~hgresearch.fits.uncertainty` — run-to-run spread and bootstrap intervals;
 * :mod:`~hgresearch.cache` — results cached by a hash of their inputs.
@@ -20,8 +22,8 @@ from typing import Any
 #: Public names, resolved lazily (PEP 562) so that ``hgresearch --help`` does not import
 #: scipy and statsmodels just because the ``models`` sub-command is registered.
 _EXPORTS = {
-    "CapacityFit": "saturation", "Schedule": "saturation", "estimate_schedule": "saturation",
-    "fit_capacities": "saturation", "fit_capacity": "saturation",
+    "SaturationFit": "saturation", "Schedule": "saturation", "estimate_schedule": "saturation",
+    "fit_saturations": "saturation", "fit_saturation": "saturation",
     "CONFIG_KEYS": "common", "ModelInputError": "common", "ModelWarning": "common",
     "DEFAULT_METRICS": "fit_all", "ModelSet": "fit_all", "fit_models": "fit_all",
     "LatencyFit": "latency", "fit_latency": "latency",

@@ -4,6 +4,7 @@ checks, warnings."""
 from __future__ import annotations
 
 import warnings
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -11,8 +12,11 @@ import pandas as pd
 from hgresearch.errors import InputError
 from hgresearch.identity import CONFIG_KEYS, config_label
 
-__all__ = ["CONFIG_KEYS", "ModelInputError", "ModelWarning", "config_groups", "config_label",
-           "mape_pct", "require_columns", "warn"]
+__all__ = ["CONFIG_KEYS", "ConfigKey", "ModelInputError", "ModelWarning", "config_groups",
+           "config_label", "mape_pct", "require_columns", "warn"]
+
+#: One configuration's values of :data:`CONFIG_KEYS`, in that order (a groupby key).
+ConfigKey: TypeAlias = tuple[Any, ...]
 
 
 class ModelWarning(UserWarning):
@@ -36,7 +40,7 @@ def require_columns(frame: pd.DataFrame, columns: list[str], what: str) -> None:
                               f"expected a runs table (hgresearch.data.ingest.read_runs)")
 
 
-def config_groups(runs: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+def config_groups(runs: pd.DataFrame) -> list[tuple[ConfigKey, pd.DataFrame]]:
     """Runs grouped by configuration, in a fixed (sorted) order, rows sorted by offered rate."""
     require_columns(runs, CONFIG_KEYS, "configurations")
     out = []

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from hgresearch.fits.common import ModelInputError, ModelWarning, config_groups
+from hgresearch.fits.common import ConfigKey, ModelInputError, ModelWarning, config_groups
 from hgresearch.fits.latency import DEFAULT_RHO_MAX, LatencyFit, fit_latency
 from hgresearch.fits.saturation import (
-    CapacityFit,
+    SaturationFit,
     Schedule,
     estimate_schedule,
-    fit_capacities,
+    fit_saturations,
 )
 
 #: Latency metrics fitted by default (TTFT tail percentiles and TPOT).
@@ -27,9 +27,9 @@ class ModelSet:
 
     schedule: Schedule
     capacity: pd.DataFrame
-    capacity_fits: dict[tuple, CapacityFit]
+    capacity_fits: dict[ConfigKey, SaturationFit]
     latency: pd.DataFrame
-    latency_fits: dict[tuple[tuple, str], LatencyFit]
+    latency_fits: dict[tuple[ConfigKey, str], LatencyFit]
     messages: list[str] = field(default_factory=list)
 
 
@@ -45,8 +45,8 @@ def fit_models(runs: pd.DataFrame, metrics: tuple[str, ...] = DEFAULT_METRICS,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ModelWarning)
         schedule = schedule or estimate_schedule(runs)
-        capacity, cap_fits = fit_capacities(runs, schedule, drain)
-        lat_fits: dict[tuple[tuple, str], LatencyFit] = {}
+        capacity, cap_fits = fit_saturations(runs, schedule, drain)
+        lat_fits: dict[tuple[ConfigKey, str], LatencyFit] = {}
         skipped: list[str] = []
         for key, group in config_groups(runs):
             if key not in cap_fits:

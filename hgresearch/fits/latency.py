@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,7 +53,7 @@ def load_regressor(rho: np.ndarray, form: str) -> np.ndarray:
 class LatencyFit:
     """Fitted latency curve of one configuration and one metric (e.g. ``p90_ttft_ms``)."""
 
-    config: dict
+    config: dict[str, Any]
     metric: str
     form: str
     capacity_rps: float
@@ -118,7 +119,7 @@ class LatencyFit:
             rho = min((math.log(limit) - a) / b, 1.0)
         return float(rho * self.capacity_rps)
 
-    def as_row(self) -> dict:
+    def as_row(self) -> dict[str, Any]:
         """One row of the latency-fit table."""
         return {**self.config, "configuration": config_label(self.config),
                 "metric": self.metric, "form": self.form, "capacity_rps": self.capacity_rps,

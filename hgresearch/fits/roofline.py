@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from hgresearch.data.catalogs import hardware_catalog, model_catalog
@@ -89,14 +90,16 @@ def gpu_constants(gpu_name: str, overrides: dict[str, float] | None = None
             "memory_b": float(row.memory_gb) * 1e9}
 
 
-def decode_step_min_s(batch: np.ndarray, context_tok: np.ndarray, n_gpus: np.ndarray,
+def decode_step_min_s(batch: npt.ArrayLike, context_tok: npt.ArrayLike, n_gpus: npt.ArrayLike,
                       model: dict[str, float], gpu: dict[str, float]) -> np.ndarray:
     """Lower bound on one decode step (seconds) at batch ``batch``."""
     batch = np.asarray(batch, float)
+    gpus = np.asarray(n_gpus, float)
     memory = (model["weight_bytes_streamed"] + batch * np.asarray(context_tok, float)
-              * model["kv_bytes_per_token"]) / (n_gpus * gpu["bandwidth_b_per_s"])
-    compute = model["flops_per_token"] * batch / (n_gpus * gpu["flop_per_s"])
-    return np.maximum(memory, compute)
+              * model["kv_bytes_per_token"]) / (gpus * gpu["bandwidth_b_per_s"])
+    compute = model["flops_per_token"] * batch / (gpus * gpu["flop_per_s"])
+    step_s: np.ndarray = np.maximum(memory, compute)
+    return step_s
 
 
 def max_batch(context_tok: float, n_gpus: int, model: dict[str, float],

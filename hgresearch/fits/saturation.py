@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy.optimize import least_squares
 from scipy.stats import chi2
 
 from hgresearch.fits.common import (
     CONFIG_KEYS,
+    ConfigKey,
     ModelInputError,
     config_groups,
     config_label,
@@ -49,7 +52,7 @@ from hgresearch.fits.common import (
     warn,
 )
 
-CAPACITY_COLUMNS = ["request_rate_qps", "num_prompts", "duration_s", "completed",
+SATURATION_COLUMNS = ["request_rate_qps", "num_prompts", "duration_s", "completed",
                     "total_input_tok", "total_output_tok"]
 DRAIN_FORMS = ("constant", "log")
 #: Sharpness k of the smooth maximum: at the knee the duration is 2^(1/k) (7 %) above the max.
@@ -96,7 +99,7 @@ def drain_s(rate_qps: np.ndarray, d0: float, d1: float) -> np.ndarray:
     return d0 + d1 * growth
 
 
-def duration_model_s(rate_qps: np.ndarray, num_prompts: np.ndarray, capacity_rps: float,
+def duration_model_s(rate_qps: npt.ArrayLike, num_prompts: npt.ArrayLike, capacity_rps: float,
                      d0: float, d1: float, schedule: Schedule) -> np.ndarray:
     """Expected duration of a fixed-count run (the model of the module docstring)."""
     rate = np.asarray(rate_qps, float)
@@ -106,10 +109,10 @@ def duration_model_s(rate_qps: np.ndarray, num_prompts: np.ndarray, capacity_rps
 
 
 @dataclass
-class CapacityFit:
+class SaturationFit:
     """Fitted capacity of one configuration (see the module docstring for the model)."""
 
-    config: dict
+    config: dict[str, Any]
     capacity_rps: float
     capacity_low_rps: float
     capacity_high_rps: float
@@ -137,18 +140,20 @@ class CapacityFit:
         value at any rate) or no upper bound: the true capacity is likely higher than μ."""
         return (not self.capacity_reached) or (self.ttft_growth < QUEUEING_GROWTH)
 
-    def predict_duration_s(self, rate_qps: np.ndarray, num_prompts: np.ndarray | float = 200
+    def predict_duration_s(self, rate_qps: npt.ArrayLike, num_prompts: npt.ArrayLike = 200
                            ) -> np.ndarray:
         """Expected duration of a fixed-count run at offered rate ``rate_qps``."""
         return duration_model_s(rate_qps, num_prompts, self.capacity_rps, self.d0_s,
                                 self.d1_s, self.schedule)
 
-    def predict_throughput_rps(self, rate_qps: np.ndarray,
-                               num_prompts: np.ndarray | float = 200) -> np.ndarray:
+    def predict_throughput_rps(self, rate_qps: npt.ArrayLike,
+                               num_prompts: npt.ArrayLike = 200) -> np.ndarray:
         """Achieved requests/s of a fixed-count run (N / predicted duration)."""
-        return np.asarray(num_prompts, float) / self.predict_duration_s(rate_qps, num_prompts)
+        rps: np.ndarray = (np.asarray(num_prompts, float)
+                           / self.predict_duration_s(rate_qps, num_prompts))
+        return rps
 
-    def as_row(self) -> dict:
+    def as_row(self) -> dict[str, Any]:
         """One row of the capacity table."""
         return {
             **self.config,
@@ -176,7 +181,7 @@ class CapacityFit:
 
 
 def _arrays(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    require_columns(runs, CAPACITY_COLUMNS, "capacity fit")
+    require_columns(runs, SATURATION_COLUMNS, "capacity fit")
     rate = runs.request_rate_qps.to_numpy(float)
     n = runs.num_prompts.to_numpy(float)
     duration = runs.duration_s.to_numpy(float)
@@ -193,7 +198,8 @@ def _arrays(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class _Problem:
     """Least squares of relative duration errors for one configuration."""
 
-    def __init__(self, rate, n, duration, schedule: Schedule, drain: str) -> None:
+    def __init__(self, rate: np.ndarray, n: np.ndarray, duration: np.ndarray,
+                 schedule: Schedule, drain: str) -> None:
         if drain not in DRAIN_FORMS:
             raise ValueError(f"drain must be one of {DRAIN_FORMS}, got {drain!r}")
         self.rate, self.n, self.duration = rate, n, duration
@@ -209,10 +215,10 @@ class _Problem:
         d1 = drains[1] if self.n_drain == 2 else 0.0
         model = duration_model_s(self.rate, self.n, math.exp(log_mu), drains[0], d1,
                                  self.schedule)
-        return (self.duration - model) / self.duration
+        relative: np.ndarray = (self.duration - model) / self.duration
+        return relative
 
     def fit_full(self, start: np.ndarray | None = None) -> tuple[float, np.ndarray, float]:
-        best = None
         lower = [math.log(self.mu_min)] + [0.0] * self.n_drain
         upper = [math.log(self.mu_max)] + [self.d_max] * self.n_drain
         if start is not None:  # one warm start (cross-validation refits)
@@ -225,11 +231,10 @@ class _Problem:
         # A warm start is already near the optimum; capping its evaluations keeps the rare
         # slow fold (a drain term sliding along its bound) from dominating validation time.
         budget = 60 if start is not None else None
-        for start_point in starts:
-            sol = least_squares(lambda p: self.residual(p[0], p[1:]), start_point,
-                                bounds=(lower, upper), x_scale=1.0, max_nfev=budget)
-            if best is None or sol.cost < best.cost:
-                best = sol
+        # the lowest cost wins; of equal ones the first
+        best = min((least_squares(lambda p: self.residual(p[0], p[1:]), start_point,
+                                  bounds=(lower, upper), x_scale=1.0, max_nfev=budget)
+                    for start_point in starts), key=lambda sol: sol.cost)
         return float(best.x[0]), best.x[1:], 2.0 * float(best.cost)
 
     def profile(self, log_mu: float, start: np.ndarray) -> tuple[float, np.ndarray]:
@@ -256,9 +261,9 @@ def _bound(problem: _Problem, log_hat: float, drains: np.ndarray, threshold: flo
     return 0.5 * (inside + outside)
 
 
-def fit_capacity(runs: pd.DataFrame, schedule: Schedule | None = None,
-                 drain: str = "constant", interval: bool = True,
-                 start: CapacityFit | None = None) -> CapacityFit:
+def fit_saturation(runs: pd.DataFrame, schedule: Schedule | None = None,
+                   drain: str = "constant", interval: bool = True,
+                   start: SaturationFit | None = None) -> SaturationFit:
     """Fit the capacity model to the runs of **one** configuration (several offered rates).
 
     Raises :class:`ModelInputError` for fewer than two distinct offered rates, missing columns
@@ -322,7 +327,7 @@ def fit_capacity(runs: pd.DataFrame, schedule: Schedule | None = None,
         by_rate = runs.groupby("request_rate_qps").p90_ttft_ms.mean()
         if by_rate.notna().sum() >= 2:
             growth = float(by_rate.iloc[-1] / by_rate.min())
-    return CapacityFit(
+    return SaturationFit(
         config=config, capacity_rps=math.exp(log_hat), capacity_low_rps=low,
         capacity_high_rps=high, d0_s=float(drains[0]),
         d1_s=float(drains[1]) if len(drains) > 1 else 0.0, schedule=schedule, drain=drain,
@@ -343,7 +348,7 @@ def estimate_schedule(runs: pd.DataFrame, sharpness: float = DEFAULT_SHARPNESS) 
     reference data, where the shortest 1 req/s run lasts 189.3 s against (N−1)/λ = 199 s).
     Runs with independent seeds should use ``Schedule(1.0)`` (the Poisson expectation).
     """
-    require_columns(runs, CAPACITY_COLUMNS, "schedule factor")
+    require_columns(runs, SATURATION_COLUMNS, "schedule factor")
     finite = runs[np.isfinite(runs.request_rate_qps.astype(float))]
     if finite.empty:
         raise ModelInputError("schedule factor: no run has a finite offered rate")
@@ -357,20 +362,20 @@ def estimate_schedule(runs: pd.DataFrame, sharpness: float = DEFAULT_SHARPNESS) 
     return Schedule(factor, sharpness)
 
 
-def fit_capacities(runs: pd.DataFrame, schedule: Schedule | None = None,
-                   drain: str = "constant", interval: bool = True
-                   ) -> tuple[pd.DataFrame, dict[tuple, CapacityFit]]:
+def fit_saturations(runs: pd.DataFrame, schedule: Schedule | None = None,
+                    drain: str = "constant", interval: bool = True
+                    ) -> tuple[pd.DataFrame, dict[ConfigKey, SaturationFit]]:
     """Fit every configuration of a runs table; returns (capacity table, fits by config key).
 
     Configurations with runs at fewer than two offered rates are left out with a warning.
     """
     schedule = schedule or estimate_schedule(runs)
-    fits: dict[tuple, CapacityFit] = {}
+    fits: dict[ConfigKey, SaturationFit] = {}
     for key, group in config_groups(runs):
         if group.request_rate_qps.nunique() < 2:
             warn(f"{config_label(group.iloc[0])}: left out of the capacity table "
                  "(runs at a single offered rate)")
             continue
-        fits[key] = fit_capacity(group, schedule, drain, interval)
+        fits[key] = fit_saturation(group, schedule, drain, interval)
     table = pd.DataFrame([fit.as_row() for fit in fits.values()])
     return table, fits

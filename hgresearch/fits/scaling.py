@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,8 +27,8 @@ from hgresearch.fits.common import ModelInputError, mape_pct, require_columns, w
 SCALING_FORMS = ("usl", "amdahl")
 
 
-def usl_capacity(n: np.ndarray, x1: float | np.ndarray, sigma: float, kappa: float
-                 ) -> np.ndarray:
+def usl_throughput(n: np.ndarray, x1: float | np.ndarray, sigma: float, kappa: float
+                   ) -> np.ndarray:
     """Capacity at ``n`` GPUs under the USL (Amdahl when ``kappa`` = 0)."""
     n = np.asarray(n, float)
     return x1 * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
@@ -67,9 +68,9 @@ class ScalingFit:
         return usl_peak_gpus(self.sigma, self.kappa)
 
     def predict(self, model: str, n: np.ndarray) -> np.ndarray:
-        return usl_capacity(n, self.x1[model], self.sigma, self.kappa)
+        return usl_throughput(n, self.x1[model], self.sigma, self.kappa)
 
-    def as_row(self) -> dict:
+    def as_row(self) -> dict[str, Any]:
         return {"gpu_name": self.gpu_name, "form": self.form, "sigma": self.sigma,
                 "sigma_se": self.sigma_se, "kappa": self.kappa, "kappa_se": self.kappa_se,
                 "peak_gpus": self.peak_gpus, "n_points": self.n_points,
@@ -112,7 +113,9 @@ def fit_scaling(table: pd.DataFrame, gpu_name: str, form: str = "usl",
     def model_fn(_: np.ndarray, *p: float) -> np.ndarray:
         log_x1 = np.asarray(p[:len(models)])[index]
         kappa = p[len(models) + 1] if form == "usl" else 0.0
-        return log_x1 + np.log(n) - np.log(1 + p[len(models)] * (n - 1) + kappa * n * (n - 1))
+        log_y: np.ndarray = (log_x1 + np.log(n)
+                             - np.log(1 + p[len(models)] * (n - 1) + kappa * n * (n - 1)))
+        return log_y
 
     start = [float(np.max(y[index == i])) for i in range(len(models))] + [0.1] + (
         [0.01] if form == "usl" else [])

@@ -11,6 +11,7 @@ offered rate instead (the model would otherwise extrapolate into the unknown).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ from hgresearch.data.catalogs import gpu_price_or_nan
 from hgresearch.fits.common import config_label
 from hgresearch.fits.fit_all import ModelSet
 from hgresearch.fits.latency import DEFAULT_RHO_MAX
+from hgresearch.fits.saturation import SaturationFit
 from hgresearch.units import TOKENS_PER_MILLION
 
 #: SLO targets of the planner table: TTFT p90 and p99 from 50 ms to 5 s.
@@ -40,12 +42,13 @@ class Slo:
         return f"{self.metric.replace('_ms', '')} ≤ {self.limit_ms:g} ms"
 
 
-def default_slos(limits_ms=DEFAULT_SLO_LIMITS_MS, metrics=DEFAULT_SLO_METRICS) -> list[Slo]:
+def default_slos(limits_ms: Sequence[float] = DEFAULT_SLO_LIMITS_MS,
+                 metrics: Sequence[str] = DEFAULT_SLO_METRICS) -> list[Slo]:
     """Every metric × limit combination, metric-major."""
     return [Slo(m, float(limit)) for m in metrics for limit in limits_ms]
 
 
-def _rate_cap(fit, rho_max: float) -> tuple[float, str]:
+def _rate_cap(fit: SaturationFit, rho_max: float) -> tuple[float, str]:
     if fit.capacity_reached:
         return rho_max * fit.capacity_rps, "capacity"
     return min(fit.max_offered_qps, rho_max * fit.capacity_rps), "measured range"
@@ -57,9 +60,9 @@ def _price(gpu_name: str, scenario: str, overrides: dict[str, float] | None) -> 
     return gpu_price_or_nan(gpu_name, scenario)
 
 
-def slo_capacity_table(models: ModelSet, slos: list[Slo] | None = None,
-                       scenario: str = "alternative", rho_max: float = DEFAULT_RHO_MAX,
-                       prices_usd_per_gpu_h: dict[str, float] | None = None) -> pd.DataFrame:
+def fitted_slo_rate_table(models: ModelSet, slos: list[Slo] | None = None,
+                          scenario: str = "alternative", rho_max: float = DEFAULT_RHO_MAX,
+                          prices_usd_per_gpu_h: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per configuration × SLO: highest sustainable rate, what limits it, tokens/s,
     cost per 1M tokens and tokens per dollar at that rate.
 

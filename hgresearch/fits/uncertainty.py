@@ -88,9 +88,11 @@ def bootstrap_request_cis(requests: pd.DataFrame, latency_columns: Sequence[str]
     rows = []
     for column in latency_columns:
         for q in percentiles:
-            est, low, high = bootstrap_ci(requests[column].to_numpy(float),
-                                          lambda x, q=q: float(np.percentile(x, q)),
-                                          n_boot, seed=seed)
+            def percentile(x: np.ndarray, q: float = q) -> float:
+                return float(np.percentile(x, q))
+
+            est, low, high = bootstrap_ci(requests[column].to_numpy(float), percentile, n_boot,
+                                          seed=seed)
             rows.append({"quantity": f"p{q:g}_{column}", "estimate": est, "low": low,
                          "high": high})
     tokens = requests[list(token_columns)].sum(axis=1).to_numpy(float)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,7 @@ from hgresearch.fits.common import (
     mape_pct,
 )
 from hgresearch.fits.latency import DEFAULT_RHO_MAX, fit_latency
-from hgresearch.fits.saturation import CapacityFit, Schedule, estimate_schedule, fit_capacity
+from hgresearch.fits.saturation import SaturationFit, Schedule, estimate_schedule, fit_saturation
 
 #: Validation goals: capacity (throughput) within 10 %, TTFT p90 within 25 % below saturation.
 THROUGHPUT_GOAL_PCT = 10.0
@@ -35,8 +36,8 @@ TTFT_GOAL_PCT = 25.0
 
 
 def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form: str,
-                      metric: str, rho_max: float, full: CapacityFit,
-                      alt_forms: tuple[str, ...]) -> list[dict]:
+                      metric: str, rho_max: float, full: SaturationFit,
+                      alt_forms: tuple[str, ...]) -> list[dict[str, Any]]:
     rows = []
     rates = np.unique(group.request_rate_qps.to_numpy(float))
     for held in rates:
@@ -45,7 +46,7 @@ def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form:
         base = {"configuration": config_label(group.iloc[0]), "held_out_qps": held,
                 "n_test_runs": len(test)}
         try:
-            cap = fit_capacity(train, schedule, drain, interval=False, start=full)
+            cap = fit_saturation(train, schedule, drain, interval=False, start=full)
         except ModelInputError as err:
             rows.append({**base, "note": f"capacity not refitted: {err}"})
             continue
@@ -89,10 +90,10 @@ def _fold_predictions(group: pd.DataFrame, schedule: Schedule, drain: str, form:
     return rows
 
 
-def leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = None,
-                      drain: str = "constant", form: str = "loglinear", metric: str = "p90_ttft_ms",
-                      rho_max: float = DEFAULT_RHO_MAX, alt_forms: tuple[str, ...] = ()
-                      ) -> pd.DataFrame:
+def fitted_leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = None,
+                             drain: str = "constant", form: str = "loglinear",
+                             metric: str = "p90_ttft_ms", rho_max: float = DEFAULT_RHO_MAX,
+                             alt_forms: tuple[str, ...] = ()) -> pd.DataFrame:
     """Held-out predictions, one row per (configuration, held-out rate).
 
     ``alt_forms`` are other latency forms refitted on the same folds (column
@@ -103,7 +104,7 @@ def leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = None,
     Configurations with fewer than three offered rates are skipped (two are needed to refit).
     """
     schedule = schedule or estimate_schedule(runs)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     with warnings.catch_warnings():
         # Folds are fitted on purpose with one point fewer; their warnings repeat the full
         # fit's and would drown the output.
@@ -111,13 +112,13 @@ def leave_one_qps_out(runs: pd.DataFrame, schedule: Schedule | None = None,
         for _, group in config_groups(runs):
             if group.request_rate_qps.nunique() < 3:
                 continue
-            full = fit_capacity(group, schedule, drain, interval=False)
+            full = fit_saturation(group, schedule, drain, interval=False)
             rows.extend(_fold_predictions(group, schedule, drain, form, metric, rho_max, full,
                                           alt_forms))
     return pd.DataFrame(rows)
 
 
-def _summary(pred: pd.DataFrame) -> dict:
+def _summary(pred: pd.DataFrame) -> dict[str, float]:
     def stat(column: str) -> tuple[float, float, int]:
         if column not in pred:
             return math.nan, math.nan, 0
@@ -136,8 +137,8 @@ def _summary(pred: pd.DataFrame) -> dict:
             "cost_mape_pct": cost[0], "cost_worst_pct": cost[1]}
 
 
-def validation_table(predictions: pd.DataFrame,
-                     alternatives: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+def fitted_validation_table(predictions: pd.DataFrame,
+                            alternatives: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
     """Per-configuration MAPE and worst absolute error, plus a pooled ``all`` row.
 
     ``alternatives`` maps a label (e.g. ``"drain=constant"``) to the predictions of another
@@ -170,4 +171,4 @@ def validation_table(predictions: pd.DataFrame,
     return table
 
 
-__all__ = ["leave_one_qps_out", "validation_table", "mape_pct"]
+__all__ = ["fitted_leave_one_qps_out", "fitted_validation_table", "mape_pct"]

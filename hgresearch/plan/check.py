@@ -16,21 +16,28 @@ that class on the configurations that missed it (all that serve it if none alone
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Unpack
 
 import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
+from hgresearch.plan.fleet_plan import Plan
 from hgresearch.plan.fleetfile import fleet_spec
+from hgresearch.plan.inputs import PlanProblem
 from hgresearch.plan.replica_rates import slo_holds
-from hgresearch.plan.solve import Plan, solve
+from hgresearch.plan.solve import SolveOptions, solve
 from hgresearch.traffic.routing import ClassWeightedSplit
 
+if TYPE_CHECKING:
+    from hgresearch.sim.fleet import SimReplica
 
-def plan_replicas(plan: Plan, hour: int = 0) -> tuple[list, list[int]]:
+
+def plan_replicas(plan: Plan, hour: int = 0) -> tuple[list[SimReplica], list[int]]:
     """The simulated replicas of the plan's fleet in ``hour`` and each one's configuration
     index (copies of a configuration consecutively)."""
-    from hgresearch.sim.fleet import Fleet, sim_replicas
+    from hgresearch.sim.fleet import sim_replicas
+    from hgresearch.sim.fleet_spec import Fleet
 
     specs, config_of = [], []
     for j, candidate in enumerate(plan.problem.candidates):
@@ -94,7 +101,7 @@ def check_plan(plan: Plan, *, hour: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
     weights = np.array([plan.traffic_rps[k, :, hour].sum() for k in range(len(keys))])
     probabilities = weights / weights.sum()
     n = int(min(max(min_requests, rate * duration_s), max_requests))
-    smallest = min((r.config for r in replicas), key=lambda c: c.kv_capacity_tokens)
+    smallest = min((r.config for r in replicas), key=lambda c: c.kv_cache_tokens)
     per_seed: list[pd.DataFrame] = []
     for seed in seeds:
         rng = np.random.default_rng(seed)
@@ -123,7 +130,7 @@ def check_plan(plan: Plan, *, hour: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
                        by_config=_achieved(frame, problem, ["slo_class", "config"]))
 
 
-def _achieved(frame: pd.DataFrame, problem, by: list[str]) -> pd.DataFrame:
+def _achieved(frame: pd.DataFrame, problem: PlanProblem, by: list[str]) -> pd.DataFrame:
     slos = {s.name: s for s in problem.slo_classes}
     rows = []
     for key, group in frame.groupby(by, sort=False):
@@ -169,22 +176,23 @@ class CheckedPlan:
         return all(c.passed for c in self.checks[-1].values())
 
 
-def plan_and_check(problem, capacities: pd.DataFrame, *, hours: list[int] | None = None,
-                   max_rounds: int = 5, derate: float = 0.85,
+def plan_and_check(problem: PlanProblem, capacities: pd.DataFrame, *,
+                   hours: list[int] | None = None, max_rounds: int = 5, derate: float = 0.85,
                    seeds: tuple[int, ...] = (0, 1, 2), duration_s: float = 60.0,
-                   **solve_kwargs: object) -> CheckedPlan:
+                   **solve_options: Unpack[SolveOptions]) -> CheckedPlan:
     """Solve, check ``hours`` (default: every hour with demand) by simulation, and re-solve
     with lowered capacities until every SLO holds (see the module docstring)."""
     if not 0 < derate < 1:
         raise InputError("expected a factor in (0, 1)", field="derate")
-    scale: dict[tuple[str, str], float] = dict(
-        solve_kwargs.pop("capacity_scale", None) or {})  # type: ignore[arg-type]
+    # the scale factors this loop lowers (the caller's, if any, are where it starts)
+    scale: dict[tuple[str, str], float] = dict(solve_options.get("capacity_scale") or {})
+    solve_options["capacity_scale"] = scale
     checks: list[dict[int, CheckResult]] = []
     hours = hours if hours is not None else [h for h, r in enumerate(problem.demand.rate_rps)
                                              if r > 0]
     plan = None
     for _ in range(max_rounds):
-        plan = solve(problem, capacities, capacity_scale=scale, **solve_kwargs)  # type: ignore[arg-type]
+        plan = solve(problem, capacities, **solve_options)
         results = {h: check_plan(plan, hour=h, seeds=seeds, duration_s=duration_s)
                    for h in hours}
         checks.append(results)

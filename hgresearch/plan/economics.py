@@ -1,9 +1,9 @@
 """Cost and carbon of one replica-hour of a candidate configuration (from the catalogs).
 
 Power is the TDP model of :mod:`hgresearch.accounting.energy` (every GPU at its TDP whenever the
-replica
-is on: an upper bound), the one power figure behind both the electricity cost of owned
-hardware and operational carbon.
+replica is on: an upper bound), the one power figure behind both the electricity cost of owned
+hardware and operational carbon. A GPU, region or scenario the catalogs do not hold is a
+:class:`~hgresearch.data.catalogs.CatalogKeyError` naming the catalog and the planner's field.
 """
 
 from __future__ import annotations
@@ -12,61 +12,40 @@ import math
 
 import numpy as np
 
-from hgresearch.errors import InputError
+from hgresearch.data.catalogs import normalize_gpu_name
 from hgresearch.plan.inputs import Candidate, CarbonSettings, PriceScenario
-
-
-def _gpu(gpu_name: str) -> str:
-    from hgresearch.data.catalogs import normalize_gpu_name
-
-    try:
-        return normalize_gpu_name(gpu_name)
-    except KeyError:
-        raise InputError(f"unknown GPU {gpu_name!r} (add it to hgresearch/data/catalogs/"
-                         "hardware.csv)", field="gpu_name") from None
 
 
 def replica_power_w(candidate: Candidate, tdp: str = "datasheet") -> float:
     """Power of one replica (W): its GPUs at the TDP assumption ``tdp``."""
     from hgresearch.accounting.energy import configuration_power_w, tdp_per_gpu_w
 
-    return float(configuration_power_w(tdp_per_gpu_w(_gpu(candidate.gpu_name), tdp),
-                                       candidate.num_gpus))
+    per_gpu_w: float = tdp_per_gpu_w(normalize_gpu_name(candidate.gpu_name), tdp)
+    return float(configuration_power_w(per_gpu_w, candidate.num_gpus))
 
 
 def electricity_price_usd_per_kwh(region: str) -> float:
     """Retail electricity price of ``region``
     (``hgresearch/data/catalogs/electricity_prices.csv``)."""
-    from hgresearch.data.catalogs import catalog_path, electricity_price_catalog
+    from hgresearch.data.catalogs import electricity_price_row
 
-    table = electricity_price_catalog()
-    row = table[table.region == region]
-    if row.empty:
-        raise InputError(f"no electricity price for region {region!r} (known: "
-                         f"{list(table.region)}; add one to "
-                         f"{catalog_path('electricity_prices.csv')})",
-                         field="electricity_region")
-    return float(row.price_usd_per_kwh.iloc[0])
+    return float(electricity_price_row(region).price_usd_per_kwh)
 
 
 def price_usd_per_gpu_h(gpu_name: str, prices: PriceScenario, tdp: str = "datasheet") -> float:
     """What one GPU-hour costs under ``prices``; NaN when the GPU is not offered there."""
     from hgresearch.accounting.energy import kwh_per_h, tdp_per_gpu_w
-    from hgresearch.data.catalogs import price_catalog
+    from hgresearch.data.catalogs import price_scenario_rows
 
-    gpu = _gpu(gpu_name)
+    gpu = normalize_gpu_name(gpu_name)
     overrides = dict(prices.overrides_usd_per_gpu_h)
     if gpu in overrides:
         return float(overrides[gpu])
-    if gpu in {_gpu(g) for g in prices.owned_gpus}:
-        return float(kwh_per_h(tdp_per_gpu_w(gpu, tdp))
-                     * electricity_price_usd_per_kwh(prices.electricity_region))
-    table = price_catalog()
-    if prices.scenario not in set(table.scenario):
-        raise InputError(f"unknown price scenario {prices.scenario!r}; known: "
-                         f"{sorted(set(table.scenario))} (or name owned GPUs)",
-                         field="prices")
-    row = table[(table.scenario == prices.scenario) & (table.gpu_name == gpu)]
+    if gpu in {normalize_gpu_name(g) for g in prices.owned_gpus}:
+        power_w: float = tdp_per_gpu_w(gpu, tdp)
+        return float(kwh_per_h(power_w) * electricity_price_usd_per_kwh(prices.electricity_region))
+    table = price_scenario_rows(prices.scenario, field="prices")
+    row = table[table.gpu_name == gpu]
     return float(row.price_usd_per_gpu_h.iloc[0]) if not row.empty else math.nan
 
 
@@ -85,10 +64,7 @@ def grid_g_per_kwh_by_hour(carbon: CarbonSettings, hours: int) -> np.ndarray:
 
     if carbon.hourly_g_per_kwh is not None:
         return np.asarray(carbon.hourly_g_per_kwh, dtype=float)
-    try:
-        return np.full(hours, grid_intensity(carbon.grid_region))
-    except KeyError as err:
-        raise InputError(str(err.args[0]), field="grid_region") from None
+    return np.full(hours, grid_intensity(carbon.grid_region))
 
 
 def replica_embodied_g_per_h(candidate: Candidate, carbon: CarbonSettings) -> float:
@@ -101,13 +77,10 @@ def replica_embodied_g_per_h(candidate: Candidate, carbon: CarbonSettings) -> fl
         gpu_class,
     )
 
-    gpu = _gpu(candidate.gpu_name)
-    try:
-        if gpu_class(gpu) in SCENARIOS[carbon.hardware_scenario]:
-            return 0.0
-        kg = embodied_kg_per_gpu(gpu) * candidate.num_gpus
-    except KeyError as err:
-        raise InputError(str(err.args[0]), field="gpu_name") from None
+    gpu = normalize_gpu_name(candidate.gpu_name)
+    if gpu_class(gpu) in SCENARIOS[carbon.hardware_scenario]:  # validate() checked the scenario
+        return 0.0
+    kg = embodied_kg_per_gpu(gpu) * candidate.num_gpus
     return embodied_g_per_serving_h(kg, carbon.lifetime_years, carbon.utilisation)
 
 

@@ -19,14 +19,14 @@ import yaml
 from hgresearch.plan.inputs import Candidate
 
 if TYPE_CHECKING:
-    from hgresearch.plan.solve import Plan
-    from hgresearch.sim.fleet import FleetReplicaSpec
+    from hgresearch.plan.fleet_plan import Plan
+    from hgresearch.sim.fleet_spec import FleetReplicaSpec
 
 
 def fleet_spec(model: str, candidate: Candidate, index: int,
                step_time: dict[str, float] | None) -> FleetReplicaSpec:
     """One replica of ``candidate`` as the fleet simulator's spec."""
-    from hgresearch.sim.fleet import FleetReplicaSpec
+    from hgresearch.sim.fleet_spec import FleetReplicaSpec
 
     return FleetReplicaSpec(name=f"{candidate.label(model)} #{index}", model=model,
                             gpu_name=candidate.gpu_name, num_gpus=candidate.num_gpus,
@@ -57,7 +57,7 @@ def fleet_document(plan: Plan, hour: int = 0,
             entry["base_url"] = urls[0] if len(urls) == 1 else urls
         entries.append(entry)
     return {"name": f"plan-{plan.objective}-hour{hour}",
-            "description": (f"hgresearch fleet plan: {plan.problem.model}, "
+            "description": (f"hgresearch plan: {plan.problem.model}, "
                             f"{plan.problem.demand.rate_rps[hour]:g} req/s, objective "
                             f"{plan.objective}; prices {plan.problem.prices.describe()}; "
                             f"capacities: {plan.capacity_source}"),

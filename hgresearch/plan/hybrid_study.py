@@ -4,15 +4,18 @@ demands, a day's plan hour by hour, and the checked Pareto front (notebook 08_fl
 from __future__ import annotations
 
 import dataclasses
+from typing import Unpack
 
 import numpy as np
 import pandas as pd
 
 from hgresearch.errors import InputError
+from hgresearch.plan.baselines import nondominated, restricted
 from hgresearch.plan.check import CheckedPlan, plan_and_check
 from hgresearch.plan.economics import grid_g_per_kwh_by_hour
+from hgresearch.plan.fleet_plan import Plan
 from hgresearch.plan.inputs import Demand, PlanProblem
-from hgresearch.plan.solve import Plan, nondominated, restricted, solve
+from hgresearch.plan.solve import PlanSettings, SolveOptions, solve
 
 #: Columns of :func:`compare_at_rates`.
 COMPARISON_COLUMNS = ["rate_rps", "plan", "fleet", "gpus", "cost_usd_per_h",
@@ -54,7 +57,7 @@ def _row(rate: float, name: str, checked: CheckedPlan | InputError) -> dict[str,
 def compare_at_rates(problem: PlanProblem, capacities: pd.DataFrame, rates: list[float],
                      groups: dict[str, list[int] | None], *, best_single: bool = True,
                      seeds: tuple[int, ...] = (0, 1), duration_s: float = 30.0,
-                     max_rounds: int = 5, **solve_kwargs: object) -> pd.DataFrame:
+                     max_rounds: int = 5, **solve_options: Unpack[SolveOptions]) -> pd.DataFrame:
     """At every demand in ``rates``: each group's plan (``None``: every candidate under the
     problem's caps — the hybrid; a list: those candidates only, without caps — a baseline),
     and with ``best_single`` the cheapest single configuration (by the objective's value
@@ -68,24 +71,24 @@ def compare_at_rates(problem: PlanProblem, capacities: pd.DataFrame, rates: list
             name: at_rate if keep is None else restricted(at_rate, keep)
             for name, keep in groups.items()}
         if best_single:
-            values = {}
+            values: dict[int, float] = {}
             for i in range(len(problem.candidates)):
                 single = restricted(at_rate, [i])
                 try:
-                    plan = solve(single, capacities, **solve_kwargs)  # type: ignore[arg-type]
+                    plan = solve(single, capacities, **solve_options)
                 except InputError:
                     continue
                 values[i] = float(plan.cost_usd_per_h.sum()) \
-                    if solve_kwargs.get("objective", "cost") == "cost" \
+                    if solve_options.get("objective", "cost") == "cost" \
                     else float(plan.carbon_g_per_h.sum())
             if values:
-                named["best single configuration"] = restricted(at_rate,
-                                                                [min(values, key=values.get)])
+                named["best single configuration"] = restricted(
+                    at_rate, [min(values, key=lambda i: values[i])])
         for name, sub in named.items():
             try:
                 checked: CheckedPlan | InputError = plan_and_check(
                     sub, capacities, seeds=seeds, duration_s=duration_s,
-                    max_rounds=max_rounds, **solve_kwargs)
+                    max_rounds=max_rounds, **solve_options)
             except InputError as err:
                 checked = err
             rows.append(_row(rate, name, checked))
@@ -120,15 +123,17 @@ def hourly_checks(checked: CheckedPlan) -> pd.DataFrame:
 
 def checked_pareto_front(problem: PlanProblem, capacities: pd.DataFrame, *, points: int = 6,
                          seeds: tuple[int, ...] = (0, 1), duration_s: float = 30.0,
-                         max_rounds: int = 5, **solve_kwargs: object) -> pd.DataFrame:
-    """The cost–carbon Pareto front (ε-constraint, as :func:`hgresearch.plan.solve.
+                         max_rounds: int = 5, **settings: Unpack[PlanSettings]
+                         ) -> pd.DataFrame:
+    """The cost–carbon Pareto front (ε-constraint, as :func:`hgresearch.plan.baselines.
     pareto_front`) of plans that each passed their simulated check: the cheapest and the
     lowest-carbon plan and the cheapest under ``points - 2`` carbon budgets between them, each
     re-planned until its SLOs hold (a budget no passing plan meets is dropped); dominated plans
     dropped. One row per point, by carbon, with the rounds each took."""
-    def run(**extra: object) -> CheckedPlan:
+    def run(objective: str, carbon_budget_g: float | None = None) -> CheckedPlan:
         return plan_and_check(problem, capacities, seeds=seeds, duration_s=duration_s,
-                              max_rounds=max_rounds, **solve_kwargs, **extra)  # type: ignore[arg-type]
+                              max_rounds=max_rounds, objective=objective,
+                              carbon_budget_g=carbon_budget_g, **settings)
 
     checked = [run(objective="cost"), run(objective="carbon")]
     high = float(checked[0].plan.carbon_g_per_h.sum())

@@ -1,27 +1,30 @@
-"""SLO-safe capacity of one replica per traffic class, from the simulator.
+"""Per-replica class rates for the planner: the SLO-safe request rate of one replica of each
+candidate configuration for each traffic class, from the simulator.
 
 The planner needs, for every configuration × length class × SLO class, the highest request
 rate one replica serves with the class's SLO met — with an interval. Any object with the
-:class:`CapacityProvider` interface can supply it; :class:`SimulatedCapacity` computes it with
-the fleet simulator (:mod:`hgresearch.sim`):
+:class:`ReplicaRateProvider` interface can supply it; :class:`SimulatedReplicaRates` computes it
+with the fleet simulator (:mod:`hgresearch.sim`), using the SLO-rate helpers of
+:mod:`hgresearch.sim.slo_rate`:
 
-* **sustained throughput**: a burst of ``num_requests`` requests (at least
+* **burst throughput**: a burst of ``num_requests`` requests (at least
   :data:`BURST_BATCHES` × ``max_num_seqs``) of the class's lengths at t = 0; completions
   per second between the 10th and the 90th percentile completion (ramp-up and drain
-  excluded);
-* **batch classes** (no latency SLO): ``batch_utilisation`` × the sustained throughput;
-* **latency classes**: per seed of the Poisson arrivals, the highest rate ≤ the sustained
+  excluded; :func:`~hgresearch.sim.slo_rate.middle_completion_rate_rps`);
+* **batch classes** (no latency SLO): ``batch_utilisation`` × the burst throughput;
+* **latency classes**: per seed of the Poisson arrivals, the highest rate ≤ the burst
   throughput at which the class's TTFT and TPOT percentiles hold, by bisection
-  (``bisection_steps`` halvings; 0 when even ``min_rate_fraction`` × throughput misses). The
-  point is the median over seeds, the interval their minimum and maximum.
+  (:func:`~hgresearch.sim.slo_rate.highest_rate_within`, ``bisection_steps`` halvings; 0 when
+  even ``min_rate_fraction`` × throughput misses). The point is the median over seeds, the
+  interval their minimum and maximum.
 
 Step times: the candidate's ``step_time`` coefficients, else those given to the provider per
 configuration label, else **the roofline floor alone** (a physical lower bound: optimistic
-latencies, overstated capacity; ``step_time_source`` says which). A configuration the model
+latencies, overstated rates; ``step_time_source`` says which). A configuration the model
 does not fit (weights larger than memory) or whose KV cache cannot hold one request of the
-class gets capacity 0 (``limited_by = "memory"``).
+class gets rate 0 (``limited_by = "memory"``).
 
-:func:`capacity_table` evaluates every combination and caches the table by a hash of its
+:func:`replica_rate_table` evaluates every combination and caches the table by a hash of its
 inputs and of the simulator's and planner's code (:func:`hgresearch.cache.cached`).
 """
 
@@ -30,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -40,6 +43,10 @@ from hgresearch.errors import InputError
 from hgresearch.executors import Executor
 from hgresearch.plan.inputs import Candidate, LengthClass, PlanProblem, SLOClass, class_name
 
+if TYPE_CHECKING:
+    from hgresearch.sim.calibrate import Calibration
+    from hgresearch.sim.fleet import SimReplica
+
 #: A throughput burst holds at least this many full batches of ``max_num_seqs`` requests.
 BURST_BATCHES = 4
 #: ``step_time_source`` of a replica running on the roofline floor alone.
@@ -47,7 +54,7 @@ ROOFLINE_ONLY = "roofline floor only (uncalibrated)"
 
 
 @dataclass(frozen=True)
-class ClassCapacity:
+class ClassRate:
     """SLO-safe request rate (req/s) of one replica for one traffic class, with an interval,
     and what limits it (``slo``, ``throughput`` or ``memory``)."""
 
@@ -57,12 +64,12 @@ class ClassCapacity:
     limited_by: str
 
 
-class CapacityProvider(Protocol):
-    """Per-replica capacity per traffic class, and the step times it assumed (the planner writes
+class ReplicaRateProvider(Protocol):
+    """Per-replica rate per traffic class, and the step times it assumed (the planner writes
     them into the fleet file, so the plan's simulated check runs the same replicas)."""
 
-    def capacity(self, model: str, candidate: Candidate, length: LengthClass,
-                 slo: SLOClass) -> ClassCapacity:
+    def class_rate(self, model: str, candidate: Candidate, length: LengthClass,
+                   slo: SLOClass) -> ClassRate:
         """The SLO-safe rate of one replica of ``candidate`` for (``slo``, ``length``)."""
         ...
 
@@ -92,15 +99,15 @@ def slo_holds(ttft_ms: np.ndarray, tpot_ms: np.ndarray, slo: SLOClass) -> bool:
         or _percentile(tpot, slo.tpot_percentile) <= slo.tpot_ms
 
 
-class SimulatedCapacity:
-    """:class:`CapacityProvider` on the fleet simulator (see the module docstring).
+class SimulatedReplicaRates:
+    """:class:`ReplicaRateProvider` on the fleet simulator (see the module docstring).
 
     Args:
         step_times: linear step-time coefficients per configuration label
             (``MODEL on Nx GPU``), e.g. calibrated ones; a candidate's own ``step_time`` wins.
         fits: the simulator's calibrations by configuration label
             (:func:`hgresearch.sim.run.calibrations`): a configuration with one runs its
-            calibrated step time, KV capacity and request-path delay (as ``hgresearch sim
+            calibrated step time, KV cache and request-path delay (as ``hgresearch sim
             fleet`` does, :func:`hgresearch.sim.fleet.sim_replicas`) unless it has explicit
             coefficients.
         ttft_offsets_ms: constant ms added to every TTFT per configuration label (time outside
@@ -108,13 +115,13 @@ class SimulatedCapacity:
         num_requests: requests per simulation.
         seeds: seeds of the Poisson arrivals (the interval is over them).
         bisection_steps: halvings of the rate interval.
-        batch_utilisation: fraction of the sustained throughput a batch class may use.
+        batch_utilisation: fraction of the burst throughput a batch class may use.
         min_rate_fraction: below this fraction of the throughput a missed SLO gives 0.
         source: how the step times were obtained (reported with the plan).
     """
 
     def __init__(self, step_times: Mapping[str, Mapping[str, float]] | None = None, *,
-                 fits: Mapping[str, object] | None = None,
+                 fits: Mapping[str, Calibration] | None = None,
                  ttft_offsets_ms: Mapping[str, float] | None = None, num_requests: int = 300,
                  seeds: tuple[int, ...] = (0, 1, 2),
                  bisection_steps: int = 7, batch_utilisation: float = 0.9,
@@ -128,7 +135,7 @@ class SimulatedCapacity:
             raise InputError("expected a fraction in (0, 1]", field="batch_utilisation")
         self.step_times = {k: dict(v) for k, v in (step_times or {}).items()}
         self.ttft_offsets_ms = {k: float(v) for k, v in (ttft_offsets_ms or {}).items()}
-        self.fits = dict(fits or {})
+        self.fits: dict[str, Calibration] = dict(fits or {})
         self.num_requests = num_requests
         self.seeds = tuple(seeds)
         self.bisection_steps = bisection_steps
@@ -142,9 +149,9 @@ class SimulatedCapacity:
 
     def describe(self) -> dict[str, object]:
         """Settings that change the result."""
-        return {"provider": "SimulatedCapacity", "step_times": self.step_times,
+        return {"provider": "SimulatedReplicaRates", "step_times": self.step_times,
                 "ttft_offsets_ms": self.ttft_offsets_ms,
-                "fits": {label: [repr(fit.coefficients), repr(fit.replica.config)]  # type: ignore[attr-defined]
+                "fits": {label: [repr(fit.coefficients), repr(fit.replica.config)]
                          for label, fit in sorted(self.fits.items())},
                 "num_requests": self.num_requests, "seeds": list(self.seeds),
                 "bisection_steps": self.bisection_steps,
@@ -162,13 +169,14 @@ class SimulatedCapacity:
         the offset given for its label, else 0."""
         label = candidate.label(model)
         if self.step_time(model, candidate) is None and label in self.fits:
-            return float(self.fits[label].coefficients.ttft_offset_s) * 1e3  # type: ignore[attr-defined]
+            return float(self.fits[label].coefficients.ttft_offset_s) * 1e3
         return self.ttft_offsets_ms.get(label, 0.0)
 
-    def replica(self, model: str, candidate: Candidate):  # -> SimReplica | None
+    def replica(self, model: str, candidate: Candidate) -> SimReplica | None:
         """One simulated replica of ``candidate`` (None when the model does not fit)."""
         from hgresearch.plan.fleetfile import fleet_spec
-        from hgresearch.sim.fleet import Fleet, sim_replicas
+        from hgresearch.sim.fleet import sim_replicas
+        from hgresearch.sim.fleet_spec import Fleet
 
         spec = fleet_spec(model, candidate, 1, self.step_time(model, candidate))
         try:
@@ -178,8 +186,9 @@ class SimulatedCapacity:
                 return None
             raise
 
-    def _simulate(self, replica, arrivals_s: np.ndarray, length: LengthClass
+    def _simulate(self, replica: SimReplica, arrivals_s: np.ndarray, length: LengthClass
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """TTFT (ms), TPOT (ms) and completion time (s) of every request of one run."""
         from hgresearch.sim.simulator import make_requests, run_replica
 
         n = len(arrivals_s)
@@ -193,65 +202,68 @@ class SimulatedCapacity:
                         np.nan)
         return first * 1e3, tpot * 1e3, done
 
-    def sustained_rps(self, replica, length: LengthClass) -> float:
+    def burst_throughput_rps(self, replica: SimReplica, length: LengthClass) -> float:
         """Completions per second in the middle 80% of a burst of ``num_requests`` requests,
         at least :data:`BURST_BATCHES` full batches (``max_num_seqs``): a burst that fits one
         batch finishes at once and says nothing about the sustained rate."""
+        from hgresearch.sim.slo_rate import middle_completion_rate_rps
+
         size = max(self.num_requests, BURST_BATCHES * replica.config.max_num_seqs)
         _, _, done = self._simulate(replica, np.zeros(size), length)
-        done = np.sort(done)
-        lo, hi = int(0.1 * len(done)), int(0.9 * len(done)) - 1
-        return float((hi - lo) / (done[hi] - done[lo])) if done[hi] > done[lo] else \
-            float(len(done) / done[-1])
+        return middle_completion_rate_rps(done)
 
-    def capacity(self, model: str, candidate: Candidate, length: LengthClass,
-                 slo: SLOClass) -> ClassCapacity:
+    def class_rate(self, model: str, candidate: Candidate, length: LengthClass,
+                   slo: SLOClass) -> ClassRate:
         """See the module docstring."""
+        from hgresearch.sim.slo_rate import highest_rate_within
         from hgresearch.traffic.arrivals import arrival_offsets_ns
 
         replica = self.replica(model, candidate)
         offset_ms = self.ttft_offset_ms(model, candidate)
-        if replica is None or length.tokens - 1 > replica.config.kv_capacity_tokens:
-            return ClassCapacity(0.0, 0.0, 0.0, "memory")
+        if replica is None or length.tokens - 1 > replica.config.kv_cache_tokens:
+            return ClassRate(0.0, 0.0, 0.0, "memory")
         key = (model, candidate, length)
         if key not in self._throughput_rps:
-            self._throughput_rps[key] = self.sustained_rps(replica, length)
+            self._throughput_rps[key] = self.burst_throughput_rps(replica, length)
         throughput = self._throughput_rps[key]
         if slo.is_batch:
             rate = self.batch_utilisation * throughput
-            return ClassCapacity(rate, rate, rate, "throughput")
+            return ClassRate(rate, rate, rate, "throughput")
         rates, limits = [], []
         for seed in self.seeds:
             unit = arrival_offsets_ns(self.num_requests, 1.0, seed=seed) / 1e9
 
-            def holds(rate: float, unit: np.ndarray = unit) -> bool:
+            def holds(rate: float, unit: np.ndarray = unit, replica: SimReplica = replica
+                      ) -> bool:
                 ttft, tpot, _ = self._simulate(replica, unit / rate, length)
                 return slo_holds(ttft + offset_ms, tpot, slo)
 
-            if holds(throughput):
-                rates.append(throughput)
-                limits.append("throughput")
-                continue
-            low, high = self.min_rate_fraction * throughput, throughput
-            if not holds(low):
-                rates.append(0.0)
-                limits.append("slo")
-                continue
-            for _ in range(self.bisection_steps):
-                mid = 0.5 * (low + high)
-                low, high = (mid, high) if holds(mid) else (low, mid)
-            rates.append(low)
-            limits.append("slo")
-        return ClassCapacity(float(np.median(rates)), float(min(rates)), float(max(rates)),
-                             max(set(limits), key=limits.count))
+            rate = highest_rate_within(holds, throughput, min_fraction=self.min_rate_fraction,
+                                       steps=self.bisection_steps)
+            rates.append(rate)
+            limits.append("throughput" if rate == throughput else "slo")
+        return ClassRate(float(np.median(rates)), float(min(rates)), float(max(rates)),
+                         max(set(limits), key=limits.count))
 
 
-def replica_settings(problem: PlanProblem, provider: CapacityProvider) -> dict[str, object]:
+class ReplicaSettings(TypedDict):
+    """What a plan carries from its rate provider (:func:`replica_settings`): keyword options of
+    :func:`hgresearch.plan.solve.solve`."""
+
+    capacity_source: str
+    step_times: dict[str, dict[str, float]]
+    ttft_offsets_ms: dict[str, float]
+    fits: dict[str, Calibration]
+
+
+def replica_settings(problem: PlanProblem, provider: ReplicaRateProvider) -> ReplicaSettings:
     """What a plan must carry from the provider so that its check and its fleet file run the
-    replicas its capacities assumed: keyword arguments of :func:`hgresearch.plan.solve`
+    replicas its rates assumed: keyword options of :func:`hgresearch.plan.solve.solve`
     (``capacity_source``, ``step_times``, ``ttft_offsets_ms``, ``fits``)."""
-    steps, offsets, fits = {}, {}, {}
-    provider_fits = getattr(provider, "fits", {})
+    steps: dict[str, dict[str, float]] = {}
+    offsets: dict[str, float] = {}
+    fits: dict[str, Calibration] = {}
+    provider_fits: Mapping[str, Calibration] = getattr(provider, "fits", {})
     for candidate in problem.candidates:
         label = candidate.label(problem.model)
         coefficients = provider.step_time(problem.model, candidate)
@@ -264,9 +276,9 @@ def replica_settings(problem: PlanProblem, provider: CapacityProvider) -> dict[s
             "ttft_offsets_ms": offsets, "fits": fits}
 
 
-#: Columns of :func:`capacity_table`.
-CAPACITY_COLUMNS = ["config", "gpu_name", "num_gpus", "class", "slo_class", "length_class",
-                    "rate_rps", "low_rps", "high_rps", "limited_by", "step_time_source"]
+#: Columns of :func:`replica_rate_table`.
+REPLICA_RATE_COLUMNS = ["config", "gpu_name", "num_gpus", "class", "slo_class", "length_class",
+                        "rate_rps", "low_rps", "high_rps", "limited_by", "step_time_source"]
 
 
 def _code_digest() -> str:
@@ -274,9 +286,9 @@ def _code_digest() -> str:
     return source_digest("sim", "plan", "traffic/routing.py")
 
 
-def _candidate_rows(task: tuple[PlanProblem, CapacityProvider, Candidate]
+def _candidate_rows(task: tuple[PlanProblem, ReplicaRateProvider, Candidate]
                     ) -> list[dict[str, object]]:
-    """The capacity rows of one candidate (one capacity search per traffic class)."""
+    """The rows of one candidate (one rate search per traffic class)."""
     problem, provider, candidate = task
     if candidate.step_time is not None:
         source = "the candidate's step_time coefficients"
@@ -286,23 +298,23 @@ def _candidate_rows(task: tuple[PlanProblem, CapacityProvider, Candidate]
         source = "calibrated"
     else:
         source = ROOFLINE_ONLY
-    rows = []
+    rows: list[dict[str, object]] = []
     for slo, length in problem.class_keys():
-        cap = provider.capacity(problem.model, candidate, length, slo)
+        rate = provider.class_rate(problem.model, candidate, length, slo)
         rows.append({"config": candidate.label(problem.model),
                      "gpu_name": candidate.gpu_name, "num_gpus": candidate.num_gpus,
                      "class": class_name(slo, length), "slo_class": slo.name,
-                     "length_class": length.name, "rate_rps": cap.rate_rps,
-                     "low_rps": cap.low_rps, "high_rps": cap.high_rps,
-                     "limited_by": cap.limited_by, "step_time_source": source})
+                     "length_class": length.name, "rate_rps": rate.rate_rps,
+                     "low_rps": rate.low_rps, "high_rps": rate.high_rps,
+                     "limited_by": rate.limited_by, "step_time_source": source})
     return rows
 
 
-def capacity_table(problem: PlanProblem, provider: CapacityProvider, *,
-                   build_dir: str | Path | None = None,
-                   executor: Executor | None = None) -> pd.DataFrame:
-    """Capacity of one replica of every candidate for every traffic class (one row each,
-    :data:`CAPACITY_COLUMNS`), cached under ``<build_dir>/cache/models/`` by a hash of the
+def replica_rate_table(problem: PlanProblem, provider: ReplicaRateProvider, *,
+                       build_dir: str | Path | None = None,
+                       executor: Executor | None = None) -> pd.DataFrame:
+    """The rate of one replica of every candidate for every traffic class (one row each,
+    :data:`REPLICA_RATE_COLUMNS`), cached under ``<build_dir>/cache/models/`` by a hash of the
     inputs, the provider's settings and the code (``build_dir=None``: no cache). ``executor``
     (default: in this process) runs the candidates' searches; the table is the same."""
     from hgresearch.cache import cached
@@ -310,9 +322,11 @@ def capacity_table(problem: PlanProblem, provider: CapacityProvider, *,
     def compute() -> pd.DataFrame:
         parts = (executor or Executor()).map(
             _candidate_rows, [(problem, provider, c) for c in problem.candidates])
-        return pd.DataFrame([row for part in parts for row in part], columns=CAPACITY_COLUMNS)
+        return pd.DataFrame([row for part in parts for row in part],
+                            columns=REPLICA_RATE_COLUMNS)
 
     params = {"model": problem.model, "candidates": [repr(c) for c in problem.candidates],
               "classes": [repr(k) for k in problem.class_keys()],
               "provider": provider.describe(), "code": _code_digest()}
+    # "plan-capacity": the cache files' name (docs/planner.md and notebook 08 point to it).
     return cached(build_dir, "plan-capacity", pd.DataFrame(), params, compute)

@@ -25,7 +25,7 @@ from hgresearch.fits.scaling import (
 )
 from hgresearch.fits.slo import Slo, default_slos, operating_curves, pareto_frontier
 from hgresearch.fits.uncertainty import run_to_run_spread
-from hgresearch.fits.validation import leave_one_qps_out, validation_table
+from hgresearch.fits.validation import fitted_leave_one_qps_out, fitted_validation_table
 from hgresearch.report.ratio_audit import audit_table, audit_verdicts, comparison_rows
 from hgresearch.report.writers import write_table
 
@@ -82,14 +82,14 @@ def _compute(runs: pd.DataFrame, scenario: str, slos: list[Slo], latency_form: s
     seconds["scaling"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    predictions = leave_one_qps_out(costed, models.schedule, drain, latency_form,
-                                    rho_max=rho_max,
-                                    alt_forms=(ALTERNATIVE_LATENCY[latency_form],))
+    predictions = fitted_leave_one_qps_out(costed, models.schedule, drain, latency_form,
+                                           rho_max=rho_max,
+                                           alt_forms=(ALTERNATIVE_LATENCY[latency_form],))
     alternatives = {
-        f"drain={ALTERNATIVE_DRAIN[drain]}": leave_one_qps_out(
+        f"drain={ALTERNATIVE_DRAIN[drain]}": fitted_leave_one_qps_out(
             costed, models.schedule, ALTERNATIVE_DRAIN[drain], latency_form, rho_max=rho_max),
     }
-    validation = validation_table(predictions, alternatives)
+    validation = fitted_validation_table(predictions, alternatives)
     seconds["validation"] = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -9,7 +9,7 @@ import pandas as pd
 
 from hgresearch.errors import InputError
 from hgresearch.plan.check import CheckResult
-from hgresearch.plan.solve import Plan
+from hgresearch.plan.fleet_plan import Plan
 
 
 def fleet_table(plan: Plan, hour: int = 0) -> pd.DataFrame:

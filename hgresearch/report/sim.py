@@ -14,7 +14,7 @@ from hgresearch.executors import Executor
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.routing_study import RoutingComparison
 from hgresearch.sim.run import calibrations
-from hgresearch.sim.slo_rate import agreement_table, measured_agreement, slo_capacity_table
+from hgresearch.sim.slo_rate import agreement_table, measured_agreement, slo_rate_table
 from hgresearch.sim.validation import (
     GOALS_PCT,
     MAPE_COLUMNS,
@@ -22,8 +22,8 @@ from hgresearch.sim.validation import (
     code_digest,
     coefficient_table,
     configuration_points,
-    leave_one_qps_out,
-    validation_table,
+    simulated_leave_one_qps_out,
+    simulated_validation_table,
 )
 
 
@@ -52,14 +52,14 @@ def analyse(runs: pd.DataFrame, *, build_dir: str | Path | None = None,
     def compute() -> SimReport:
         seconds = {}
         start = time.perf_counter()
-        points = leave_one_qps_out(runs, n_jobs=n_jobs, executor=executor)
+        points = simulated_leave_one_qps_out(runs, n_jobs=n_jobs, executor=executor)
         seconds["validation"] = time.perf_counter() - start
         start = time.perf_counter()
         fits = calibrations(runs, build_dir, n_jobs=n_jobs, executor=executor)
         seconds["calibration"] = time.perf_counter() - start
         measured = dict(configuration_points(runs))
         start = time.perf_counter()
-        slo = slo_capacity_table(fits, measured)
+        slo = slo_rate_table(fits, measured)
         seconds["slo_capacity"] = time.perf_counter() - start
         agreement = measured_agreement(fits, measured)
         return SimReport(points=points, validation=pd.DataFrame(), fits=fits,
@@ -71,7 +71,7 @@ def analyse(runs: pd.DataFrame, *, build_dir: str | Path | None = None,
     # The table and the noise floor are cheap and outside the cache: the run-to-run spread of
     # every validated metric (repeated measured points), beside the errors.
     spread = run_to_run_spread(runs, VALIDATION_METRICS)[1]
-    report.validation = validation_table(report.points, spread)
+    report.validation = simulated_validation_table(report.points, spread)
     report.noise_pct = ({m: float(v) for m, v in
                          spread.set_index("metric").median_rel_std_pct.items()}
                         if len(spread) else {})

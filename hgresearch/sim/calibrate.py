@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ from hgresearch.sim.entities import ReplicaConfig
 from hgresearch.sim.replay import Workload
 from hgresearch.sim.replica_limits import (
     kv_bytes_per_token,
-    kv_capacity_tokens_from_log,
+    kv_cache_tokens_from_log,
     replica_config_from_catalogs,
     roofline_floor_from_catalogs,
     weights_bytes,
@@ -115,25 +116,26 @@ class Calibration:
     rates_qps: tuple[float, ...]
     rms_log_error: float
     num_simulations: int
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None = None,
-                kv_capacity_tokens: int | None = None, **config_kwargs) -> Replica:
+                kv_cache_tokens: int | None = None, **config_kwargs: int) -> Replica:
     """The :class:`Replica` of ``model`` on ``gpu_count`` × ``gpu_name`` (tensor parallel).
 
-    KV blocks come from the server-reported capacity when given (``kv_capacity_tokens``), else
+    KV blocks come from the server-reported capacity when given (``kv_cache_tokens``), else
     from the catalogs; the roofline floor from the catalogs where they know the hardware.
     """
     label = label or config_label({"model": model, "gpu_name": gpu_name, "gpu_count": gpu_count})
     ratio = kv_bytes_per_token(model) / weights_bytes(model)
     block_size = int(config_kwargs.get("block_size", 16))
-    if kv_capacity_tokens is not None:
-        config = ReplicaConfig(num_kv_blocks=max(kv_capacity_tokens // block_size, 1),
+    if kv_cache_tokens is not None:
+        config = ReplicaConfig(num_kv_blocks=max(kv_cache_tokens // block_size, 1),
                                **config_kwargs)
     else:
         config = replica_config_from_catalogs(model, gpu_name, num_gpus=gpu_count,
                                               **config_kwargs)
+    floor: RooflineFloor | None
     try:
         floor = roofline_floor_from_catalogs(model, gpu_name, num_gpus=gpu_count)
         if not (math.isfinite(floor.bandwidth_bytes_per_s) and floor.bandwidth_bytes_per_s > 0
@@ -160,14 +162,14 @@ def replica_for_runs(runs: pd.DataFrame) -> Replica:
 
         for log in (Path(run_dir) / SERVER_LOG_FILE, Path(run_dir).parent / SERVER_LOG_FILE):
             if log.is_file():
-                kv_tokens = kv_capacity_tokens_from_log(log.read_text(errors="replace"))
+                kv_tokens = kv_cache_tokens_from_log(log.read_text(errors="replace"))
                 if kv_tokens:
                     break
         if kv_tokens:
             break
     label = f"{first['model']} on {hardware_label(first['gpu_name'], int(first['gpu_count']))}"
     return replica_for(str(first["model"]), str(first["gpu_name"]), int(first["gpu_count"]),
-                       label=label, kv_capacity_tokens=kv_tokens)
+                       label=label, kv_cache_tokens=kv_tokens)
 
 
 @dataclass(frozen=True)
@@ -338,7 +340,8 @@ def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Work
                                     targets)
 
         def at(offset_s: float) -> np.ndarray:
-            return np.log(summaries(offset_s)) - log_observed
+            log_errors: np.ndarray = np.log(summaries(offset_s)) - log_observed
+            return log_errors
 
         def ttft_cost(offset_s: float) -> float:
             return robust_loss(at(offset_s)[:, ttft_columns])
@@ -379,8 +382,10 @@ def calibrate(replica: Replica, measured: pd.DataFrame, workloads: Sequence[Work
         se = np.sqrt(np.clip(np.diag(s2 * np.linalg.pinv(jac.T @ jac)), 0.0, None))
         # A log-space standard error s is a relative one of exp(s) - 1 (upper side); a
         # coefficient the points do not constrain (flat direction) gets an infinite one.
-        rel_se = tuple(float(math.expm1(v)) if v < 50 else math.inf for v in se[:3])
-    return Calibration(replica=replica, coefficients=coefs, rel_se=rel_se,  # type: ignore[arg-type]
+        c0_se, prefill_se, decode_se = (float(math.expm1(v)) if v < 50 else math.inf
+                                        for v in se[:3])
+        rel_se = (c0_se, prefill_se, decode_se)
+    return Calibration(replica=replica, coefficients=coefs, rel_se=rel_se,
                        rates_qps=tuple(float(r) for r in measured.request_rate_qps),
                        rms_log_error=float(math.sqrt(np.mean(residuals ** 2))),
                        num_simulations=len(cache) * len(workloads))

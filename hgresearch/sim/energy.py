@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hgresearch.accounting.energy import modelled_power_w, power_model_catalog
+from hgresearch.accounting.energy import modelled_power_w
+from hgresearch.data.catalogs import power_model_catalog
 from hgresearch.errors import InputError
-from hgresearch.sim.step_time import LinearStepTimeModel
+from hgresearch.sim.step_time import LinearStepTimeModel, RooflineFloor
 
 
 @dataclass
@@ -30,16 +31,19 @@ class StepEnergyMeter:
     num_gpus: int = 1
     busy_s: float = field(default=0.0, init=False)
     steps_energy_j: float = field(default=0.0, init=False)
+    #: The wrapped model's roofline floor (required).
+    floor: RooflineFloor = field(init=False)
 
     def __post_init__(self) -> None:
         if self.inner.floor is None:
             raise InputError("energy per step needs the roofline floor (catalog bandwidth and "
                              "FLOPS) of the hardware", field="gpu")
+        self.floor = self.inner.floor
 
     def step_time_s(self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int) -> float:
         """The wrapped step time; records the step's energy."""
         t = self.inner.step_time_s(prefill_tokens, decode_seqs, kv_tokens_read)
-        bound_s = self.inner.floor.floor_s(prefill_tokens, decode_seqs, kv_tokens_read)
+        bound_s = self.floor.floor_s(prefill_tokens, decode_seqs, kv_tokens_read)
         self.busy_s += t
         self.steps_energy_j += t * self.num_gpus * float(
             modelled_power_w(bound_s / t, self.p_idle_w, self.p_max_w, "linear"))

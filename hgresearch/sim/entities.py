@@ -37,7 +37,7 @@ class ReplicaConfig:
                 f"max_num_seqs ({self.max_num_seqs})", field="max_num_batched_tokens")
 
     @property
-    def kv_capacity_tokens(self) -> int:
+    def kv_cache_tokens(self) -> int:
         """Tokens the KV cache holds (blocks × block size)."""
         return self.num_kv_blocks * self.block_size
 

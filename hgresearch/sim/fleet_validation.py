@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,9 @@ from hgresearch.data.runfolder import (
     requests_table,
 )
 from hgresearch.errors import InputError
+
+if TYPE_CHECKING:
+    from hgresearch.sim.calibrate import Calibration
 
 #: Metrics compared on the fleet runs (runs-table names), with the summary key of each.
 FLEET_VALIDATION_METRICS = {"request_throughput_rps": "request_throughput",
@@ -61,16 +65,17 @@ def experiment_runs(root: str | Path) -> ExperimentRuns:
     return ExperimentRuns(alone=alone, fleet=fleet)
 
 
-def _kv_capacity_tokens(root: Path, model: str) -> int | None:
+def _kv_cache_tokens(root: Path, model: str) -> int | None:
     from hgresearch.data.runfolder import SERVER_LOG_FILE
-    from hgresearch.sim.replica_limits import kv_capacity_tokens_from_log
+    from hgresearch.sim.replica_limits import kv_cache_tokens_from_log
 
     log = root / EXPERIMENT_DIR / model / SERVER_LOG_FILE
-    return kv_capacity_tokens_from_log(log.read_text(errors="replace")) if log.is_file() \
+    return kv_cache_tokens_from_log(log.read_text(errors="replace")) if log.is_file() \
         else None
 
 
-def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None) -> dict:
+def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None
+                      ) -> dict[str, Calibration]:
     """Per served model: its :class:`~hgresearch.sim.calibrate.Calibration` on its alone-runs
     (every rate; the runs table's columns via :func:`hgresearch.data.ingest.read_runs`)."""
     from hgresearch.data.ingest import read_runs
@@ -86,12 +91,13 @@ def calibrate_servers(root: str | Path, runs: ExperimentRuns | None = None) -> d
         first = table.iloc[0]
         replica = replica_for(model, str(first.gpu_name), int(first.gpu_count),
                               label=f"{model} alone",
-                              kv_capacity_tokens=_kv_capacity_tokens(root, model))
+                              kv_cache_tokens=_kv_cache_tokens(root, model))
         out[model] = calibrate(replica, table, [run_workload(row) for _, row in table.iterrows()])
     return out
 
 
-def simulate_fleet_run(run_dir: str | Path, calibrations: dict) -> dict:
+def simulate_fleet_run(run_dir: str | Path, calibrations: dict[str, Calibration]
+                       ) -> dict[str, Any]:
     """The simulated summary of one measured fleet run (its requests replayed, its policy)."""
     from hgresearch.data.summary import summarize
     from hgresearch.sim.fleet import SimReplica, simulate_fleet

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,7 +76,8 @@ def reference_workload(rate_qps: float, num_prompts: int, mean_prompt_tokens: fl
                     min_duration_s=float(gaps.sum()), lengths_source=SHAREGPT_LIKE)
 
 
-def reference_run_workload(run: pd.Series | dict, *, length_seed: int = 0) -> Workload:
+def reference_run_workload(run: pd.Series | dict[str, Any], *, length_seed: int = 0
+                           ) -> Workload:
     """:func:`reference_workload` for a row of the runs table: the means are
     ``total_input_tok / completed`` and ``total_output_tok / completed``."""
     completed = int(run["completed"])
@@ -103,7 +105,7 @@ def replay_workload(requests: pd.DataFrame) -> Workload:
                     output_tokens=outputs, min_duration_s=0.0, lengths_source=REPLAYED)
 
 
-def run_workload(run: pd.Series | dict) -> Workload:
+def run_workload(run: pd.Series | dict[str, Any]) -> Workload:
     """The workload of a row of the runs table: replayed from its run folder when it has one
     (``run_dir``), else drawn to match its totals."""
     run_dir = run.get("run_dir")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hgresearch.data.catalogs import hardware_catalog, model_catalog, normalize_gpu_name
+from hgresearch.data.catalogs import hardware_catalog, model_row, normalize_gpu_name
 from hgresearch.errors import InputError
 from hgresearch.sim.entities import ReplicaConfig
 from hgresearch.sim.step_time import RooflineFloor
@@ -23,35 +23,22 @@ from hgresearch.sim.step_time import RooflineFloor
 GIB = 1024**3
 
 
-def _model_row(model: str) -> Any:
-    table = model_catalog()
-    rows = table[table.model == model]
-    if rows.empty:
-        raise InputError(f"unknown model {model!r} (known: {sorted(table.model)})", field="model")
-    return rows.iloc[0]
-
-
 def _gpu_row(gpu: str) -> Any:
-    try:
-        name = normalize_gpu_name(gpu)
-    except KeyError:
-        raise InputError(f"unknown GPU {gpu!r} (add it to hgresearch/data/catalogs/hardware.csv)",
-                         field="gpu") from None
     table = hardware_catalog()
-    return table[table.gpu_name == name].iloc[0]
+    return table[table.gpu_name == normalize_gpu_name(gpu, field="gpu")].iloc[0]
 
 
 def kv_bytes_per_token(model: str, kv_dtype_bytes: float | None = None) -> float:
     """Bytes of KV cache one token takes: ``2 × layers × kv_heads × head_dim × dtype bytes``
     (dtype: the weights' bytes per parameter unless ``kv_dtype_bytes`` is given)."""
-    row = _model_row(model)
+    row = model_row(model)
     dtype = float(row.weight_bytes_per_param) if kv_dtype_bytes is None else kv_dtype_bytes
     return 2.0 * float(row.num_layers) * float(row.num_kv_heads) * float(row.head_dim) * dtype
 
 
 def weights_bytes(model: str) -> float:
     """Bytes of the model's weights (parameters × bytes per parameter)."""
-    row = _model_row(model)
+    row = model_row(model)
     return float(row.params_b) * 1e9 * float(row.weight_bytes_per_param)
 
 
@@ -103,7 +90,7 @@ def roofline_floor_from_catalogs(
     and peak FLOPs add up; communication is ignored): catalog bandwidth (GB/s, decimal) and
     dense FP16 TFLOPS, FLOPs per token = 2 × parameters."""
     gpu_row = _gpu_row(gpu)
-    params = float(_model_row(model).params_b) * 1e9
+    params = float(model_row(model).params_b) * 1e9
     return RooflineFloor(
         weights_bytes=weights_bytes(model),
         kv_bytes_per_token=kv_bytes_per_token(model, kv_dtype_bytes),
@@ -119,7 +106,7 @@ _GPU_BLOCKS_RE = re.compile(r"# GPU blocks: (\d+)")
 _CPU_BLOCKS_RE = re.compile(r"# CPU blocks: (\d+)")
 
 
-def kv_capacity_tokens_from_log(text: str, block_size: int = 16) -> int | None:
+def kv_cache_tokens_from_log(text: str, block_size: int = 16) -> int | None:
     """KV tokens a vLLM server reported at startup (its log text), or ``None`` if it did not:
     V1's ``KV cache size: N tokens`` (the last one logged) or V0's ``# GPU blocks: B`` (its
     ``# CPU blocks`` are swap space on a GPU, the KV cache only on the CPU backend)."""

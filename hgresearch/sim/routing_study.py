@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,18 +30,11 @@ import pandas as pd
 from hgresearch.cache import source_digest
 from hgresearch.errors import InputError
 from hgresearch.sim.calibrate import Calibration
-from hgresearch.sim.fleet import (
-    CALIBRATED,
-    DEFAULT_PRICE_SCENARIO,
-    Fleet,
-    fleet_summary,
-    parse_fleet,
-    sim_replicas,
-    simulate_fleet,
-)
+from hgresearch.sim.fleet import CALIBRATED, fleet_summary, sim_replicas, simulate_fleet
+from hgresearch.sim.fleet_spec import DEFAULT_PRICE_SCENARIO, Fleet, parse_fleet
 from hgresearch.sim.replay import reference_workload
 from hgresearch.sim.run import measured_mean_lengths
-from hgresearch.sim.slo_rate import sustained_capacity_rps
+from hgresearch.sim.slo_rate import burst_throughput_rps
 from hgresearch.traffic.arrivals import PAPER_SEED
 from hgresearch.traffic.routing import Policy, make_policy
 
@@ -65,8 +59,8 @@ MAX_OUTSTANDING = 16
 ALONE = "H100 alone"
 #: Sources whose change changes the comparison beyond the calibration (which its cache key
 #: already covers through the coefficients): the fleet loop, routing, costs, metrics.
-_STUDY_SOURCES = ("sim/fleet.py", "sim/routing_study.py", "sim/run.py", "sim/simulator.py",
-                  "sim/scheduler.py", "sim/step_time.py", "traffic/routing.py",
+_STUDY_SOURCES = ("sim/fleet.py", "sim/fleet_spec.py", "sim/routing_study.py", "sim/run.py",
+                  "sim/simulator.py", "sim/scheduler.py", "sim/step_time.py", "traffic/routing.py",
                   "accounting/costs.py", "data/summary.py", "accounting/energy.py",
                   "traffic/lengths.py", "traffic/arrivals.py")
 
@@ -81,7 +75,7 @@ def hybrid_fleet(num_slow: int, price_scenario: str = DEFAULT_PRICE_SCENARIO) ->
     if isinstance(num_slow, bool) or not isinstance(num_slow, int) or num_slow < 0:
         raise InputError(f"expected a number of RTX-4090 pairs >= 0, got {num_slow!r}",
                          field="slow_counts")
-    replicas: list[dict] = [{"config": FAST_CONFIG}]
+    replicas: list[dict[str, Any]] = [{"config": FAST_CONFIG}]
     if num_slow:
         replicas.append({"config": SLOW_CONFIG, "count": num_slow})
     return parse_fleet({"name": fleet_label(num_slow),
@@ -113,7 +107,7 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
     for the whole run, :func:`~hgresearch.sim.fleet.fleet_summary`); ``h100_share`` (requests
     the H100 served); ``max_load``: the most loaded replica's offered requests per second
     (rate × its share) over its sustained throughput alone
-    (:func:`hgresearch.sim.slo_rate.sustained_capacity_rps`; above 1 the replica is overloaded: its
+    (:func:`hgresearch.sim.slo_rate.burst_throughput_rps`; above 1 the replica is overloaded: its
     queue grows for as long as the load lasts, which a 200-request run does not show).
     """
     missing = [label for label in (FAST_CONFIG, SLOW_CONFIG) if label not in fits]
@@ -125,9 +119,9 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
     mean_prompt_tokens, mean_output_tokens = measured_mean_lengths(points)
     # Each configuration's sustained throughput alone (the SLO table's definition): a replica
     # sent more than that per second is overloaded, whatever a 200-request run shows.
-    capacities = {label: sustained_capacity_rps(fits[label], mean_prompt_tokens,
-                                                mean_output_tokens)
-                  for label in (FAST_CONFIG, SLOW_CONFIG)}
+    throughputs = {label: burst_throughput_rps(fits[label], mean_prompt_tokens,
+                                             mean_output_tokens)
+                   for label in (FAST_CONFIG, SLOW_CONFIG)}
     rows = []
     # The baseline first: with one replica every policy routes alike, so it runs once.
     fleets = [(0, [ALONE])] if baseline else []
@@ -139,7 +133,7 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
             raise InputError(f"{fleet.replicas[0].name}: every replica must be calibrated",
                              field="fits")
         price_usd_per_h = sum(r.price_usd_per_h for r in replicas)
-        capacity_rps = np.array([capacities[FAST_CONFIG]] + [capacities[SLOW_CONFIG]] * num_slow)
+        alone_rps = np.array([throughputs[FAST_CONFIG]] + [throughputs[SLOW_CONFIG]] * num_slow)
         for rate in rates_qps:
             for seed in seeds:
                 workload = reference_workload(float(rate), num_prompts, mean_prompt_tokens,
@@ -167,7 +161,7 @@ def routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame, *,
                         "h100_share": float((frame.replica == 0).mean()),
                         "max_load": float(np.max(
                             float(rate) * np.bincount(frame.replica, minlength=len(replicas))
-                            / len(frame) / capacity_rps)),
+                            / len(frame) / alone_rps)),
                     })
     return pd.DataFrame(rows)
 
@@ -241,7 +235,7 @@ def study_digest() -> str:
 
 def cached_routing_comparison(fits: Mapping[str, Calibration], points: pd.DataFrame,
                               build_dir: str | Path | None = None,
-                              **params) -> pd.DataFrame:
+                              **params: Any) -> pd.DataFrame:
     """:func:`routing_comparison`, cached under ``<build_dir>/cache/models`` by the two
     calibrations (coefficients, KV blocks), the measured points, ``params`` and the code."""
     from hgresearch.cache import cached
@@ -272,7 +266,7 @@ class RoutingComparison:
 def routing_report(runs: pd.DataFrame, fits: Mapping[str, Calibration],
                    build_dir: str | Path | None = None,
                    limits_ms: Sequence[float] = P99_TTFT_LIMITS_MS,
-                   **params) -> RoutingComparison:
+                   **params: Any) -> RoutingComparison:
     """The comparison for notebook 07: the 14B model's measured runs of ``runs`` (the H100
     configuration's points) set the length mix; :func:`cached_routing_comparison` with
     ``params`` (:func:`routing_comparison`'s keywords)."""

@@ -18,7 +18,7 @@ from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.energy import energy_meter
 from hgresearch.sim.replay import reference_workload
 from hgresearch.sim.simulator import SIMULATED, make_requests, requests_frame, run_replica
-from hgresearch.sim.validation import code_digest, fit_all
+from hgresearch.sim.validation import calibrate_all, code_digest
 
 #: Our own measured runs with per-request records that are calibrated beside the paper's.
 OWN_CALIBRATION_RUNS = REPO_ROOT / "data" / "raw" / "cpu-tiny"
@@ -54,7 +54,7 @@ def calibrations(runs: pd.DataFrame, build_dir: str | Path | None = None, *,
     from hgresearch.cache import cached
 
     return cached(build_dir, "sim_calibrations", runs, {"sim_code": code_digest()},
-                  lambda: fit_all(runs, n_jobs=n_jobs, executor=executor))
+                  lambda: calibrate_all(runs, n_jobs=n_jobs, executor=executor))
 
 
 def calibration_for(label: str, fits: dict[str, Any]) -> Any:

@@ -118,12 +118,14 @@ class VllmV1Scheduler:
                 for r in sorted(group.values(), key=_rank):
                     if not r.decoding:
                         break  # preempted as a victim: so is every later one (they trail it)
+                    preempted_itself = False
                     while self.free_blocks < 1:
                         victim = self._preempt_last(allocated=False)
                         preempted = True
                         if victim is r:
+                            preempted_itself = True
                             break
-                    if not r.decoding:  # r preempted itself: the running loop stops here
+                    if preempted_itself:  # r is the last running: the running loop stops here
                         break
                     self.free_blocks -= 1
 
@@ -258,6 +260,8 @@ class VllmV1Scheduler:
                 clock += 1
                 kv += n
         else:
+            # The loop above with the step time inlined: kept apart on purpose, as a call per
+            # step is what this fast path saves (the simulator's hot loop, sim_speed.py).
             terms = decode_only_terms(n)
             a, b = terms.intercept_s, terms.s_per_kv_token
             w, w_kv = terms.floor_bytes, terms.floor_bytes_per_kv_token

@@ -61,7 +61,7 @@ def make_requests(
     if not len(arrivals) == len(prompts) == len(outputs):
         raise InputError(f"arrivals ({len(arrivals)}), prompt_tokens ({len(prompts)}) and "
                          f"output_tokens ({len(outputs)}) differ in length")
-    capacity = config.kv_capacity_tokens
+    capacity = config.kv_cache_tokens
     checks = (
         ("arrivals_s", ~np.isfinite(arrivals) | (arrivals < 0), "a finite time >= 0"),
         ("prompt_tokens", ~(prompts >= 1) | (prompts != np.round(prompts)), "an integer >= 1"),

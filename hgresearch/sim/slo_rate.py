@@ -1,24 +1,29 @@
-"""SLO capacity from the simulator: the highest offered rate at which a TTFT percentile SLO
-holds, for every configuration × SLO.
+"""SLO rates from the simulator: the highest offered rate at which a TTFT percentile SLO holds,
+for every configuration × SLO (the paper's SLO-capacity table, ``sim_slo_capacity``).
 
-* **Capacity** (``capacity_rps``): the replica's sustained throughput: a burst of
-  :data:`CAPACITY_REQUESTS` requests at once, completions per second between the 10th and 90th
-  percentile completion (the drain of the last long requests excluded).
+* **Burst throughput** (column ``capacity_rps``): the replica's sustained throughput: a burst
+  of :data:`BURST_REQUESTS` requests at once, completions per second between the 10th and
+  90th percentile completion (the drain of the last long requests excluded;
+  :func:`middle_completion_rate_rps`).
 * **SLO rate** (``slo_rate_qps``): under the paper's protocol (200 requests, vLLM 0.8.5's
-  seeded Poisson arrivals, the configuration's length mix), the highest rate ≤ capacity at which
-  the simulated percentile TTFT is within the limit, by bisection on the rate
-  (:data:`BISECTION_STEPS` halvings; every SLO of a configuration shares the simulations). When
-  the SLO holds at capacity, the rate is the capacity (``limited_by = "capacity"``); a fixed-count
-  run above capacity would pass a loose SLO only because it ends. When it fails even at
-  :data:`MIN_RATE_FRACTION` × capacity: 0 (``limited_by = "slo"``).
+  seeded Poisson arrivals, the configuration's length mix), the highest rate ≤ the burst
+  throughput at which the simulated percentile TTFT is within the limit, by bisection on the
+  rate (:func:`highest_rate_within`, :data:`BISECTION_STEPS` halvings; every SLO of a
+  configuration shares the simulations). When the SLO holds at the burst throughput, the rate
+  is that throughput (``limited_by = "capacity"``); a fixed-count run above it would pass a
+  loose SLO only because it ends. When it fails even at :data:`MIN_RATE_FRACTION` × the
+  throughput: 0 (``limited_by = "slo"``).
 * **Interval**: the same over :data:`LENGTH_SEEDS` draws of the length mix (the paper's own
   lengths are unknown), ``slo_rate_low_qps``/``slo_rate_high_qps``.
+
+The planner's per-replica class rates (:mod:`hgresearch.plan.replica_rates`) use the same two
+helpers on its own traffic classes.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,7 +35,7 @@ from hgresearch.sim.replay import reference_workload
 from hgresearch.sim.run import measured_mean_lengths
 from hgresearch.units import TOKENS_PER_MILLION
 
-CAPACITY_REQUESTS = 1000
+BURST_REQUESTS = 1000
 BISECTION_STEPS = 10
 MIN_RATE_FRACTION = 0.02
 LENGTH_SEEDS = (0, 1, 2)
@@ -39,24 +44,52 @@ DEFAULT_SLO_LIMITS_MS = (50, 100, 200, 500, 1000, 2000, 5000)
 DEFAULT_SLO_METRICS = ("p90_ttft_ms", "p99_ttft_ms")
 
 
-def sustained_capacity_rps(fit: Calibration, mean_prompt_tokens: float,
-                           mean_output_tokens: float, *, length_seed: int = 0) -> float:
-    """Completions per second in the middle 80% of a :data:`CAPACITY_REQUESTS` burst."""
+def middle_completion_rate_rps(done_s: np.ndarray) -> float:
+    """Completions per second between the 10th and the 90th percentile completion of a burst
+    (ramp-up and drain excluded); all completions over the last one's time when the middle
+    80 % finish at one instant (a burst that fits one batch)."""
+    done = np.sort(np.asarray(done_s, dtype=float))
+    lo, hi = int(0.1 * len(done)), int(0.9 * len(done)) - 1
+    if done[hi] > done[lo]:
+        return float((hi - lo) / (done[hi] - done[lo]))
+    return float(len(done) / done[-1])
+
+
+def highest_rate_within(holds: Callable[[float], bool], top_rps: float, *,
+                        min_fraction: float = MIN_RATE_FRACTION,
+                        steps: int = BISECTION_STEPS) -> float:
+    """The highest rate ≤ ``top_rps`` at which ``holds(rate)``: ``top_rps`` itself when it
+    holds there, 0 when it fails even at ``min_fraction`` × ``top_rps``, else the last passing
+    rate of ``steps`` bisections between the two (assumes the SLO holds below some rate and
+    fails above it)."""
+    if holds(top_rps):
+        return top_rps
+    lo, hi = min_fraction * top_rps, top_rps
+    if not holds(lo):
+        return 0.0
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    return lo
+
+
+def burst_throughput_rps(fit: Calibration, mean_prompt_tokens: float,
+                         mean_output_tokens: float, *, length_seed: int = 0) -> float:
+    """:func:`middle_completion_rate_rps` of a :data:`BURST_REQUESTS` burst of the
+    configuration's length mix."""
     from hgresearch.sim.calibrate import simulate_times
 
-    workload = reference_workload(float("inf"), CAPACITY_REQUESTS, mean_prompt_tokens,
+    workload = reference_workload(float("inf"), BURST_REQUESTS, mean_prompt_tokens,
                                   mean_output_tokens, length_seed=length_seed)
-    times = simulate_times(fit.replica, fit.coefficients, workload)
-    done = np.sort(times.done_s)
-    lo, hi = int(0.1 * len(done)), int(0.9 * len(done)) - 1
-    return float((hi - lo) / (done[hi] - done[lo]))
+    return middle_completion_rate_rps(simulate_times(fit.replica, fit.coefficients,
+                                                     workload).done_s)
 
 
 def slo_rates(fit: Calibration, slos: Sequence[tuple[str, float]], mean_prompt_tokens: float,
-              mean_output_tokens: float, capacity_rps: float, *, num_prompts: int = 200,
+              mean_output_tokens: float, throughput_rps: float, *, num_prompts: int = 200,
               length_seed: int = 0) -> list[float]:
-    """Highest rate (≤ ``capacity_rps``) at which each ``(metric, limit_ms)`` holds (bisection,
-    see the module docstring); simulations are shared between the SLOs."""
+    """Highest rate (≤ ``throughput_rps``) at which each ``(metric, limit_ms)`` holds
+    (:func:`highest_rate_within`); simulations are shared between the SLOs."""
     cache: dict[float, dict[str, float]] = {}
 
     def summary(rate: float) -> dict[str, float]:
@@ -66,26 +99,17 @@ def slo_rates(fit: Calibration, slos: Sequence[tuple[str, float]], mean_prompt_t
             cache[rate] = simulate_summary(fit.replica, fit.coefficients, workload)
         return cache[rate]
 
-    out = []
-    for metric, limit_ms in slos:
-        if summary(capacity_rps)[metric] <= limit_ms:
-            out.append(capacity_rps)
-            continue
-        lo, hi = MIN_RATE_FRACTION * capacity_rps, capacity_rps
-        if summary(lo)[metric] > limit_ms:
-            out.append(0.0)
-            continue
-        for _ in range(BISECTION_STEPS):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if summary(mid)[metric] <= limit_ms else (lo, mid)
-        out.append(lo)
-    return out
+    def within(metric: str, limit_ms: float) -> float:
+        return highest_rate_within(lambda rate: summary(rate)[metric] <= limit_ms,
+                                   throughput_rps)
+
+    return [within(metric, limit_ms) for metric, limit_ms in slos]
 
 
-def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
-                       slo_limits_ms: Sequence[float] = DEFAULT_SLO_LIMITS_MS,
-                       slo_metrics: Sequence[str] = DEFAULT_SLO_METRICS,
-                       scenario: str = "alternative") -> pd.DataFrame:
+def slo_rate_table(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
+                   slo_limits_ms: Sequence[float] = DEFAULT_SLO_LIMITS_MS,
+                   slo_metrics: Sequence[str] = DEFAULT_SLO_METRICS,
+                   scenario: str = "alternative") -> pd.DataFrame:
     """One row per configuration × SLO: ``capacity_rps``, ``slo_rate_qps`` (length seed 0),
     its interval over :data:`LENGTH_SEEDS`, ``limited_by``, the best request throughput the
     configuration measured (``best_measured_rps``; ``points`` = its measured points by label,
@@ -99,11 +123,11 @@ def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFr
         mean_in, mean_out = measured_mean_lengths(pts)
         price = gpu_price_or_nan(fit.replica.gpu_name, scenario)
         per_seed = []
-        capacities = []
+        throughputs = []
         for seed in LENGTH_SEEDS:
-            capacity = sustained_capacity_rps(fit, mean_in, mean_out, length_seed=seed)
-            capacities.append(capacity)
-            per_seed.append(slo_rates(fit, slos, mean_in, mean_out, capacity,
+            throughput = burst_throughput_rps(fit, mean_in, mean_out, length_seed=seed)
+            throughputs.append(throughput)
+            per_seed.append(slo_rates(fit, slos, mean_in, mean_out, throughput,
                                       length_seed=seed))
         rates = np.array(per_seed)
         for j, (metric, limit) in enumerate(slos):
@@ -114,11 +138,11 @@ def slo_capacity_table(fits: dict[str, Calibration], points: dict[str, pd.DataFr
             rows.append({
                 "configuration": label,
                 "slo": f"{metric.removesuffix('_ms')} ≤ {limit:g} ms",
-                "capacity_rps": capacities[0],
+                "capacity_rps": throughputs[0],
                 "slo_rate_qps": rate,
                 "slo_rate_low_qps": float(rates[:, j].min()),
                 "slo_rate_high_qps": float(rates[:, j].max()),
-                "limited_by": ("capacity" if rate >= capacities[0]
+                "limited_by": ("capacity" if rate >= throughputs[0]
                                else "slo" if rate == 0.0 else "latency"),
                 "best_measured_rps": float(pts.request_throughput_rps.max()),
                 "slo_tok_per_s": tok_per_s,
@@ -158,7 +182,7 @@ def agreement_table(agreement: pd.DataFrame,
     configuration × rate × metric instead of × SLO): the measured and simulated percentile
     (ms), the simulation's error (%), in how many of the SLO limits the verdicts agree and at
     which limits they differ (``disagree_at_ms``, empty when none). With ``held_out`` (the
-    leave-one-QPS-out points of :func:`hgresearch.sim.validation.leave_one_qps_out`), also
+    leave-one-QPS-out points of :func:`hgresearch.sim.validation.simulated_leave_one_qps_out`), also
     the percentile predicted by a calibration that never saw the point (``held_out_ms``)."""
     data = agreement.copy()
     data["metric"] = data.slo.str.split(" ").str[0] + "_ms"

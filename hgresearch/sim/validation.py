@@ -10,6 +10,7 @@ with its measurement. The held-out row never reaches the fit (a test checks it).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -68,12 +69,12 @@ def _workloads(points: pd.DataFrame) -> list[Workload]:
     return [run_workload(row) for _, row in points.iterrows()]
 
 
-def fit_configuration(points: pd.DataFrame) -> Calibration:
+def calibrate_configuration(points: pd.DataFrame) -> Calibration:
     """Calibrate one configuration on all its points."""
     return calibrate(replica_for_runs(points), points, _workloads(points))
 
 
-def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict]:
+def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict[str, Any]]:
     label, points = item
     replica = replica_for_runs(points)
     workloads = _workloads(points)
@@ -95,8 +96,8 @@ def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict]:
     return rows
 
 
-def leave_one_qps_out(runs: pd.DataFrame, *, n_jobs: int = 1,
-                      executor: Executor | None = None) -> pd.DataFrame:
+def simulated_leave_one_qps_out(runs: pd.DataFrame, *, n_jobs: int = 1,
+                                executor: Executor | None = None) -> pd.DataFrame:
     """Per held-out point and metric: measured, predicted and the signed error (%).
 
     Configurations with fewer than three rates are skipped (a fit needs two). ``executor``
@@ -107,8 +108,8 @@ def leave_one_qps_out(runs: pd.DataFrame, *, n_jobs: int = 1,
     return pd.DataFrame([row for part in parts for row in part])
 
 
-def validation_table(points: pd.DataFrame, spread_summary: pd.DataFrame | None = None
-                     ) -> pd.DataFrame:
+def simulated_validation_table(points: pd.DataFrame, spread_summary: pd.DataFrame | None = None
+                               ) -> pd.DataFrame:
     """Per configuration: MAPE (%) of each metric over its held-out rates (p90 TTFT only where
     measured above :data:`TTFT_GOAL_ABOVE_MS`), then an ``all configurations`` row (mean over
     every held-out point), a ``worst configuration`` row and, when ``spread_summary``
@@ -148,11 +149,11 @@ def goal_misses(table: pd.DataFrame) -> dict[str, float]:
             "p90_ttft_mape_pct": float(by.loc["all configurations", "p90_ttft_mape_pct"])}
 
 
-def fit_all(runs: pd.DataFrame, *, n_jobs: int = 1,
-            executor: Executor | None = None) -> dict[str, Calibration]:
+def calibrate_all(runs: pd.DataFrame, *, n_jobs: int = 1,
+                  executor: Executor | None = None) -> dict[str, Calibration]:
     """Calibrations on all points of every configuration, by label (a progress bar on a
     terminal: the first, uncached call takes minutes); ``executor`` as in
-    :func:`leave_one_qps_out`."""
+    :func:`simulated_leave_one_qps_out`."""
     from tqdm import tqdm
 
     items = configuration_points(runs)
@@ -160,7 +161,7 @@ def fit_all(runs: pd.DataFrame, *, n_jobs: int = 1,
                disable=None)
     with bar:
         fits = (executor or Executor.for_jobs(n_jobs)).map(
-            fit_configuration, [pts for _, pts in items], on_result=lambda _: bar.update())
+            calibrate_configuration, [pts for _, pts in items], on_result=lambda _: bar.update())
     return {label: fit for (label, _), fit in zip(items, fits, strict=True)}
 
 

@@ -48,7 +48,8 @@ def draw_lengths(dist: dict[str, Any], n: int, rng: np.random.Generator) -> np.n
                          f"{sorted(DISTRIBUTIONS)}", field="dist")
     values = DISTRIBUTIONS[name](rng, dist, n)
     lo, hi = int(dist.get("min", 1)), int(dist.get("max", 1 << 20))
-    return np.clip(np.floor(values), lo, hi).astype(int)
+    lengths: np.ndarray = np.clip(np.floor(values), lo, hi).astype(int)
+    return lengths
 
 
 def _scaled(z: np.ndarray, sigma: float, cap: np.ndarray, total: int) -> np.ndarray:

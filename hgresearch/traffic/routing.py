@@ -14,10 +14,10 @@ checks it): it is pure bookkeeping, cheap enough for the client's send path.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from hgresearch.errors import InputError
 
@@ -189,7 +189,7 @@ class ClassWeightedSplit:
     the shares summed over every class.
     """
 
-    def __init__(self, shares: dict[str, Sequence[float]],
+    def __init__(self, shares: Mapping[str, Sequence[float]],
                  default_shares: Sequence[float] | None = None) -> None:
         if not shares:
             raise InputError("expected the shares of at least one class", field="shares")
@@ -246,7 +246,7 @@ def make_policy(name: str | Policy, *, seed: int = 0, threshold_tokens: int = 10
     except ValueError:
         raise InputError(f"unknown routing policy {name!r}; expected one of "
                          f"{', '.join(p.value for p in Policy)}", field="policy") from None
-    builders: dict[Policy, Any] = {
+    builders: dict[Policy, Callable[[], RoutingPolicy]] = {
         Policy.ROUND_ROBIN: RoundRobin,
         Policy.WEIGHTED_RANDOM: lambda: CapacityWeightedRandom(seed),
         Policy.JSQ: JoinShortestQueue,

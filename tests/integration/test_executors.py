@@ -72,15 +72,15 @@ def test_a_failing_item_raises_its_own_error_on_ray(ray_cluster) -> None:
 def test_sim_validation_on_ray_gives_the_same_table_as_locally(ray_cluster) -> None:
     """A small subset: the CPU runs of data/raw/cpu-tiny at three rates (three folds)."""
     from hgresearch.data.ingest import read_runs
-    from hgresearch.sim.validation import leave_one_qps_out, validation_table
+    from hgresearch.sim.validation import simulated_leave_one_qps_out, simulated_validation_table
 
     runs = read_runs([REPO_ROOT / "data/raw/cpu-tiny"], relative_to=REPO_ROOT)
     runs = runs[runs.request_rate_qps.isin(sorted(set(runs.request_rate_qps))[:3])]
-    local = leave_one_qps_out(runs)
-    on_ray = leave_one_qps_out(runs, executor=Executor(ExecutorKind.RAY))
+    local = simulated_leave_one_qps_out(runs)
+    on_ray = simulated_leave_one_qps_out(runs, executor=Executor(ExecutorKind.RAY))
     assert len(local) == 3 * 6  # three held-out rates x six metrics
     pd.testing.assert_frame_equal(local, on_ray, check_exact=True)
-    pd.testing.assert_frame_equal(validation_table(local), validation_table(on_ray),
+    pd.testing.assert_frame_equal(simulated_validation_table(local), simulated_validation_table(on_ray),
                                   check_exact=True)
 
 
@@ -90,16 +90,16 @@ def test_plan_capacity_searches_on_ray_give_the_same_table(ray_cluster) -> None:
         Demand,
         LengthClass,
         PlanProblem,
-        SimulatedCapacity,
+        SimulatedReplicaRates,
         SLOClass,
-        capacity_table,
+        replica_rate_table,
     )
 
     problem = PlanProblem("DeepSeek-R1-Distill-Qwen-14B", Demand.steady(10.0),
                           (LengthClass("short", 256, 64),), (SLOClass("chat", 1.0, ttft_ms=300),),
                           (Candidate("H100-PCIe", 1), Candidate("RTX-4090", 2)))
-    provider = SimulatedCapacity(num_requests=40, seeds=(0,), bisection_steps=2)
-    local = capacity_table(problem, provider)
-    on_ray = capacity_table(problem, provider, executor=Executor(ExecutorKind.RAY))
+    provider = SimulatedReplicaRates(num_requests=40, seeds=(0,), bisection_steps=2)
+    local = replica_rate_table(problem, provider)
+    on_ray = replica_rate_table(problem, provider, executor=Executor(ExecutorKind.RAY))
     assert len(local) == 2
     pd.testing.assert_frame_equal(local, on_ray, check_exact=True)

@@ -24,9 +24,9 @@ from hgresearch.data import summary as metrics
 from hgresearch.fits import common
 from hgresearch.fits.fit_all import fit_models
 from hgresearch.fits.saturation import Schedule
-from hgresearch.fits.slo import Slo, operating_curves, slo_capacity_table
+from hgresearch.fits.slo import Slo, fitted_slo_rate_table, operating_curves
 from hgresearch.fits.uncertainty import bootstrap_ci, bootstrap_request_cis, run_request_cis
-from hgresearch.fits.validation import leave_one_qps_out
+from hgresearch.fits.validation import fitted_leave_one_qps_out
 from hgresearch.paths import REPO_ROOT
 from hgresearch.report.ratio_audit import comparison_rows
 
@@ -97,7 +97,7 @@ def _priced_runs(replicas: int) -> pd.DataFrame:
 
 def test_replicas_double_the_cost_of_the_models():
     def validation(replicas: int) -> pd.DataFrame:
-        return leave_one_qps_out(_priced_runs(replicas), Schedule(0.95))
+        return fitted_leave_one_qps_out(_priced_runs(replicas), Schedule(0.95))
 
     one, two = validation(1), validation(2)
     assert two.cost_pred_usd_per_1m_tok.to_numpy() == pytest.approx(
@@ -110,8 +110,8 @@ def test_replicas_double_the_cost_of_the_models():
                           schedule=Schedule(0.95))
 
     slos = [Slo("p90_ttft_ms", 60.0)]
-    slo_one, slo_two = slo_capacity_table(model_set(1), slos), slo_capacity_table(model_set(2),
-                                                                                  slos)
+    slo_one, slo_two = fitted_slo_rate_table(model_set(1), slos), fitted_slo_rate_table(model_set(2),
+                                                                                        slos)
     for column in ("cost_usd_per_1m_tok", "cost_at_cap_usd_per_1m_tok"):
         assert slo_two[column].iloc[0] == pytest.approx(2 * slo_one[column].iloc[0]), column
     curve_one, curve_two = operating_curves(model_set(1)), operating_curves(model_set(2))

@@ -6,13 +6,18 @@ manifests of the reference data sets (:mod:`hgresearch.data.reference`).
 Every row carries a ``source`` and a ``date``; loaders validate units and missing values so a
 typo in a catalog fails loudly with the file, line and field. The files are package data, so a
 plain (non-editable) install finds them too.
+
+A key a catalog does not hold (a GPU, a price scenario, a grid region, ...) is one error
+everywhere: :class:`CatalogKeyError`, raised by :func:`catalog_rows` and the lookups built on it.
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import functools
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -23,11 +28,66 @@ from hgresearch.errors import InputError
 CATALOG_DIR = Path(__file__).resolve().parent
 #: Folder holding the SHA-256 manifests ``<dataset>.sha256`` of the reference data sets.
 CHECKSUM_DIR = CATALOG_DIR / "reference"
+#: The catalogs' folder as error messages name it (the same for a checkout and an install).
+CATALOG_LABEL = "hgresearch/data/catalogs"
+#: A lookup error lists every key of the catalog up to this many (else only close matches).
+MAX_LISTED_KEYS = 30
 
 
 def catalog_path(name: str) -> Path:
     """Path of the catalog file ``name`` (such as ``hardware.csv``)."""
     return CATALOG_DIR / name
+
+
+class CatalogKeyError(InputError, KeyError):
+    """A key a catalog does not hold, e.g. ``unknown grid region 'EU27'; did you mean 'EU-27'?
+    (hgresearch/data/catalogs/grid_carbon.csv, column region: BR, CN, DE, ...)``.
+
+    The one error of every catalog lookup: an :class:`~hgresearch.errors.InputError` (the
+    command line prints it as one line and exits 2; ``file``, ``line`` and ``field`` name the
+    user's input where the caller knows it) that names the catalog file, its column and the key,
+    and suggests the closest keys it does hold. It is also a :class:`KeyError` (a lookup that
+    found nothing), so code that guards a lookup with ``except KeyError`` keeps working.
+
+    Attributes:
+        catalog: the catalog file (``grid_carbon.csv``).
+        column: the column looked in.
+        key: the key not found.
+        close: the catalog's keys closest to ``key`` (case-insensitive; at most three).
+    """
+
+    def __init__(self, catalog: str, column: str, key: object, known: Iterable[object], *,
+                 what: str | None = None, message: str | None = None, file: str | None = None,
+                 line: int | None = None, field: str | None = None) -> None:
+        self.catalog = catalog
+        self.column = column
+        self.key = key
+        keys = sorted({str(k) for k in known})
+        by_lower = {k.lower(): k for k in keys}
+        self.close = [by_lower[k] for k in difflib.get_close_matches(
+            str(key).lower(), list(by_lower), n=3, cutoff=0.6)]
+        text = message or f"unknown {what or column} {key!r}"
+        if self.close:
+            text += f"; did you mean {' or '.join(map(repr, self.close))}?"
+        listed = ", ".join(keys) if len(keys) <= MAX_LISTED_KEYS else f"{len(keys)} keys"
+        text += f" ({CATALOG_LABEL}/{catalog}, column {column}: {listed or 'none'})"
+        super().__init__(text, file=file, line=line, field=field)
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ would print the message quoted, as a repr.
+        return Exception.__str__(self)
+
+
+def catalog_rows(catalog: str, table: pd.DataFrame, column: str, key: object, *,
+                 what: str | None = None, field: str | None = None) -> pd.DataFrame:
+    """The rows of the catalog file ``catalog`` (loaded as ``table``) whose ``column`` equals
+    ``key``; :class:`CatalogKeyError` when there is none (``what`` names the key in the
+    message, e.g. ``grid region``; ``field``: the user's input it came from)."""
+    rows = table[table[column] == key]
+    if rows.empty:
+        raise CatalogKeyError(catalog, column, key, table[column].dropna(), what=what,
+                              field=field)
+    return rows
 
 
 def read_catalog(name: str, required: dict[str, str], nonnegative: list[str],
@@ -117,25 +177,35 @@ def gpu_aliases() -> dict[str, str]:
     return mapping
 
 
-def normalize_gpu_name(raw: str) -> str:
-    """``NVIDIA-H100-PCIe`` -> ``H100-PCIe``; raises :class:`KeyError` for an unknown GPU."""
+def normalize_gpu_name(raw: str, *, field: str | None = "gpu_name") -> str:
+    """``NVIDIA-H100-PCIe`` -> ``H100-PCIe``; :class:`CatalogKeyError` for a GPU that
+    ``hardware.csv`` has no name or alias for."""
     key = raw.strip().lower()
     aliases = gpu_aliases()
     if key in aliases:
         return aliases[key]
     if key.replace(" ", "-") in aliases:
         return aliases[key.replace(" ", "-")]
-    raise KeyError(raw)
+    raise CatalogKeyError("hardware.csv", "gpu_name", raw, hardware_catalog().gpu_name,
+                          what="GPU", field=field)
+
+
+def price_scenario_rows(scenario: str, *, field: str | None = "scenario") -> pd.DataFrame:
+    """The rows of ``prices.csv`` of one price scenario (:class:`CatalogKeyError` for an
+    unknown scenario)."""
+    return catalog_rows("prices.csv", price_catalog(), "scenario", scenario,
+                        what="price scenario", field=field)
 
 
 def gpu_price_usd_per_h(gpu_name: str, scenario: str = "alternative") -> float:
-    """Price of one GPU-hour; NaN when the GPU is not offered in ``scenario``."""
-    prices = price_catalog()
-    row = prices[(prices.gpu_name == gpu_name) & (prices.scenario == scenario)]
+    """Price of one GPU-hour; NaN when the GPU is listed but not offered in ``scenario``;
+    :class:`CatalogKeyError` for a scenario or GPU the price catalog does not list."""
+    prices = price_scenario_rows(scenario)
+    row = prices[prices.gpu_name == gpu_name]
     if row.empty:
-        known = sorted(set(prices.scenario))
-        raise KeyError(f"no price for GPU {gpu_name!r} in scenario {scenario!r} "
-                       f"(scenarios: {known}; edit {catalog_path('prices.csv')} to add one)")
+        raise CatalogKeyError("prices.csv", "gpu_name", gpu_name, prices.gpu_name,
+                              message=f"no price for GPU {gpu_name!r} in scenario {scenario!r}",
+                              field="gpu_name")
     return float(row.price_usd_per_gpu_h.iloc[0])
 
 
@@ -144,7 +214,7 @@ def gpu_price_or_nan(gpu_name: str, scenario: str = "alternative") -> float:
     tables that show a cost where one exists."""
     try:
         return gpu_price_usd_per_h(gpu_name, scenario)
-    except KeyError:
+    except CatalogKeyError:
         return math.nan
 
 
@@ -229,6 +299,31 @@ def embodied_catalog() -> pd.DataFrame:
             raise InputError(f"expected 'gpu' or 'host_share', got {row.component!r}",
                              file=path, line=int(index) + 2, field="component")
     return table
+
+
+def model_row(model: str, *, field: str | None = "model") -> pd.Series:
+    """The architecture of ``model`` (its row of ``model_architectures.csv``)."""
+    return catalog_rows("model_architectures.csv", model_catalog(), "model", model,
+                        what="model", field=field).iloc[0]
+
+
+def grid_row(region: str, *, field: str | None = "grid_region") -> pd.Series:
+    """The row of ``region`` in ``grid_carbon.csv``."""
+    return catalog_rows("grid_carbon.csv", grid_catalog(), "region", region,
+                        what="grid region", field=field).iloc[0]
+
+
+def electricity_price_row(region: str, *, field: str | None = "electricity_region"
+                          ) -> pd.Series:
+    """The row of ``region`` in ``electricity_prices.csv``."""
+    return catalog_rows("electricity_prices.csv", electricity_price_catalog(), "region", region,
+                        what="electricity region", field=field).iloc[0]
+
+
+def embodied_rows(gpu_name: str, *, field: str | None = "gpu_name") -> pd.DataFrame:
+    """The rows (components) of ``gpu_name`` in ``embodied_carbon.csv``."""
+    return catalog_rows("embodied_carbon.csv", embodied_catalog(), "item", gpu_name,
+                        what="GPU (embodied carbon)", field=field)
 
 
 # ---------------------------------------------------------------------------------------------

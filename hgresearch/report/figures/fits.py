@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 
 from hgresearch.fits.common import CONFIG_KEYS, config_label
 from hgresearch.fits.fit_all import ModelSet
-from hgresearch.fits.scaling import usl_capacity
+from hgresearch.fits.scaling import usl_throughput
 from hgresearch.report.figures.style import COUNT_MARKERS, apply_style, color_for
 from hgresearch.report.ratio_audit import CLAIMS
 
@@ -187,10 +187,10 @@ def scaling_figure(points: pd.DataFrame, summary: pd.DataFrame) -> plt.Figure:
                 continue
             sigma, kappa = float(row.sigma.iloc[0]), float(row.kappa.iloc[0])
             first = part.iloc[0]
-            x1 = first[f"fitted_{form}"] / float(usl_capacity(first.gpu_count, 1.0, sigma,
-                                                              kappa))
-            ax.plot(grid, usl_capacity(grid, x1, sigma, kappa), color=color, ls=ls, lw=1)
-            ax_eff.plot(grid, usl_capacity(grid, 1.0, sigma, kappa) / grid, color="0.3",
+            x1 = first[f"fitted_{form}"] / float(usl_throughput(first.gpu_count, 1.0, sigma,
+                                                                kappa))
+            ax.plot(grid, usl_throughput(grid, x1, sigma, kappa), color=color, ls=ls, lw=1)
+            ax_eff.plot(grid, usl_throughput(grid, 1.0, sigma, kappa) / grid, color="0.3",
                         ls=ls, lw=1)
         if "observed_efficiency_per_gpu" in part:
             ax_eff.scatter(part.gpu_count, part.observed_efficiency_per_gpu, color=color, s=18)

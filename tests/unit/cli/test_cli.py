@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,7 +111,7 @@ def test_every_command_has_help():
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
         assert command.help, name
-        if isinstance(command, click.Group):
+        if _is_group(command):
             for sub in command.list_commands(ctx):
                 assert command.get_command(ctx, sub).help, f"{name} {sub}"
 
@@ -124,3 +125,53 @@ def test_bad_input_exits_2_without_traceback_as_a_process(tmp_path):
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().startswith("error:")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _is_group(command: object) -> bool:
+    # Typer's groups are click groups of the click Typer ships with: no isinstance check
+    return hasattr(command, "list_commands")
+
+
+def _registered(group, prefix: str = "") -> set[str]:
+    """Every command name of the click group (``GROUP COMMAND`` inside a group)."""
+    import click
+
+    ctx = click.Context(group)
+    names = set()
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if _is_group(command):
+            names |= _registered(command, f"{prefix}{name} ")
+        else:
+            names.add(prefix + name)
+    return names
+
+
+def test_every_command_is_registered_from_the_one_list_and_listed_in_the_docstring():
+    import hgresearch.cli as cli
+
+    listed = {name for name, _ in cli.COMMANDS}
+    assert len(listed) == len(cli.COMMANDS)  # no name twice
+    assert _registered(typer.main.get_command(app)) == listed
+    table = {name for row in (cli.__doc__ or "").splitlines() if row.startswith("| ``")
+             for name in re.findall(r"``([a-z ]+)``", row.split("|")[1])}
+    assert table == listed
+
+
+def test_command_modules_register_nothing_themselves():
+    """Registration is explicit, in cli/__init__.py: importing a command module adds nothing."""
+    for path in _modules(PACKAGE / "cli"):
+        if path.name == "__init__.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for call in ("typer.Typer(", ".add_typer(", ".command(", "from hgresearch.cli import"):
+            assert call not in text, f"{path.name}: {call}"
+
+
+def test_the_readme_documents_every_command():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    import hgresearch.cli as cli
+
+    missing = [name for name, _ in cli.COMMANDS if f"`hgresearch {name}" not in readme]
+    assert missing == []
+    assert not re.search(r"fleet plan\b", readme)  # the planner is `hgresearch plan`

@@ -1,4 +1,4 @@
-"""``hgresearch fleet plan``: the issue's command end to end (capacities from the simulator,
+"""``hgresearch plan``: the issue's command end to end (capacities from the simulator,
 plan, simulated check, baselines, fleet file), and bad input as one line with exit code 2."""
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ from typer.testing import CliRunner
 from hgresearch.cli import app
 from hgresearch.errors import InputError
 from hgresearch.plan.options import parse_candidate, parse_caps, parse_length, parse_slo
-from hgresearch.sim.fleet import load_fleet, sim_replicas
+from hgresearch.sim.fleet import sim_replicas
+from hgresearch.sim.fleet_spec import load_fleet
 
 
-def test_fleet_plan_command(tmp_path: Path) -> None:
+def test_plan_command(tmp_path: Path) -> None:
     """The issue's command, on the roofline step times (the calibrated default fits every
     reference configuration first, minutes: see the next test for that path)."""
     out = tmp_path / "fleet.yaml"
     result = CliRunner().invoke(app, [
-        "fleet", "plan", "--model", "DeepSeek-R1-Distill-Qwen-14B", "--qps", "20", "--slo",
+        "plan", "--model", "DeepSeek-R1-Distill-Qwen-14B", "--qps", "20", "--slo",
         "p99_ttft:500", "--objective", "cost", "--max", "H100-PCIe=2", "--prices",
         "alternative", "--grid", "DE", "--check-seeds", "2", "-o", str(out),
         "--step-times", "roofline", "--build-dir", str(tmp_path / "build")])
@@ -35,11 +36,11 @@ def test_fleet_plan_command(tmp_path: Path) -> None:
             for i, r in enumerate(replicas)]
     live = tmp_path / "live.yaml"
     again = CliRunner().invoke(app, [
-        "fleet", "plan", "--qps", "20", "--slo", "p99_ttft:500", "--max", "H100-PCIe=2",
+        "plan", "--qps", "20", "--slo", "p99_ttft:500", "--max", "H100-PCIe=2",
         "--grid", "DE", "--check-seeds", "1", "-o", str(live), *urls,
         "--step-times", "roofline", "--build-dir", str(tmp_path / "build")])
     assert again.exit_code == 0, again.output
-    from hgresearch.sim.fleet import bench_endpoints
+    from hgresearch.sim.fleet_spec import bench_endpoints
 
     assert [e["base_url"] for e in bench_endpoints(load_fleet(live), "m")] == \
         [f"http://h{i}:8000" for i in range(len(replicas))]
@@ -53,8 +54,8 @@ def test_fleet_plan_command(tmp_path: Path) -> None:
     (["--prices", "cheap"], "unknown price scenario 'cheap'"),
     (["--step-times", "fitted"], "'fitted' is not one of"),
 ])
-def test_fleet_plan_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    result = CliRunner().invoke(app, ["fleet", "plan", "--qps", "20", "--build-dir",
+def test_plan_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["plan", "--qps", "20", "--build-dir",
                                       str(tmp_path), *args])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
@@ -76,7 +77,7 @@ def test_option_parsers() -> None:
         parse_length("256:128")
 
 
-def test_fleet_plan_uses_the_calibration_by_default(tmp_path: Path,
+def test_plan_uses_the_calibration_by_default(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Without --step-times the capacities come from the simulator's calibrations. A stand-in
     that raises proves they are asked for (fitting the real ones takes minutes)."""
@@ -89,7 +90,7 @@ def test_fleet_plan_uses_the_calibration_by_default(tmp_path: Path,
         raise InputError("stand-in calibrations asked for", field="calibration")
 
     monkeypatch.setattr(sim_fleet, "fleet_calibrations", stand_in)
-    result = CliRunner().invoke(app, ["fleet", "plan", "--qps", "20", "--build-dir",
+    result = CliRunner().invoke(app, ["plan", "--qps", "20", "--build-dir",
                                       str(tmp_path)])
     assert result.exit_code == 2 and asked == [tmp_path]
     assert "stand-in calibrations asked for" in result.output

@@ -5,9 +5,11 @@ from __future__ import annotations
 import inspect
 
 import pandas as pd
+import pytest
 
 from hgresearch.accounting import carbon, energy
 from hgresearch.data import catalogs
+from hgresearch.errors import InputError
 
 #: Catalog file -> its loader in :mod:`hgresearch.data.catalogs`.
 LOADERS = {
@@ -50,3 +52,40 @@ def test_checksum_manifest_ships_beside_the_catalogs():
     assert manifest.parent == catalogs.CHECKSUM_DIR
     assert manifest.is_relative_to(catalogs.CATALOG_DIR)
     assert len(DATASETS["ionet-aibc2025"].checksums()) == 120
+
+
+@pytest.mark.parametrize(("lookup", "catalog", "close"), [
+    (lambda: catalogs.normalize_gpu_name("RTX-4909"), "hardware.csv", "RTX-4090"),
+    (lambda: catalogs.gpu_price_usd_per_h("H100-PCIe", "alternativ"), "prices.csv",
+     "alternative"),
+    (lambda: catalogs.grid_row("EU27"), "grid_carbon.csv", "EU-27"),
+    (lambda: catalogs.electricity_price_row("DE "), "electricity_prices.csv", "DE"),
+    (lambda: catalogs.model_row("DeepSeek-R1-Distill-Qwen-14"), "model_architectures.csv",
+     "DeepSeek-R1-Distill-Qwen-14B"),
+    (lambda: catalogs.embodied_rows("RTX 4090"), "embodied_carbon.csv", "RTX-4090"),
+])
+def test_a_missing_catalog_key_is_one_error_naming_file_key_and_close_matches(
+        lookup, catalog: str, close: str) -> None:
+    with pytest.raises(catalogs.CatalogKeyError) as err:
+        lookup()
+    # bad input (one line, exit 2 on the command line) and a failed lookup alike
+    assert isinstance(err.value, InputError) and isinstance(err.value, KeyError)
+    assert err.value.catalog == catalog and close in err.value.close
+    message = str(err.value)
+    assert f"hgresearch/data/catalogs/{catalog}" in message and repr(err.value.key) in message
+    assert f"did you mean {close!r}" in message or f"{close!r} or" in message
+    assert not message.startswith('"')  # not KeyError's quoted repr
+
+
+def test_every_layer_raises_the_catalog_error_for_a_missing_key() -> None:
+    from hgresearch.accounting import carbon, costs
+    from hgresearch.plan.economics import electricity_price_usd_per_kwh
+    from hgresearch.sim.replica_limits import kv_bytes_per_token
+
+    for lookup in (lambda: carbon.grid_intensity("Atlantis"),
+                   lambda: carbon.embodied_kg_per_gpu("Z80"),
+                   lambda: costs.add_costs(pd.DataFrame(), scenario="cheap"),
+                   lambda: electricity_price_usd_per_kwh("XX"),
+                   lambda: kv_bytes_per_token("no-such-model")):
+        with pytest.raises(catalogs.CatalogKeyError):
+            lookup()

@@ -14,7 +14,7 @@ from hgresearch.cache import cache_path, cached, input_hash
 from hgresearch.fits.common import ModelInputError
 from hgresearch.fits.saturation import Schedule
 from hgresearch.fits.uncertainty import bootstrap_ci, bootstrap_request_cis
-from hgresearch.fits.validation import leave_one_qps_out, validation_table
+from hgresearch.fits.validation import fitted_leave_one_qps_out, fitted_validation_table
 from hgresearch.paths import REPO_ROOT
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "04_models.ipynb"
@@ -32,13 +32,13 @@ def tiny_runs() -> pd.DataFrame:
 
 
 def test_leave_one_qps_out_on_tiny_fixture():
-    predictions = leave_one_qps_out(tiny_runs(), Schedule(0.95))
+    predictions = fitted_leave_one_qps_out(tiny_runs(), Schedule(0.95))
     assert len(predictions) == 12  # two configurations × six rates
     # noiseless data from the model itself: interior rates are predicted almost exactly
     interior = predictions[predictions.held_out_qps.between(2, 16)]
     assert interior.throughput_err_pct.abs().max() < 2.0
     assert (interior.cost_err_pct.abs() - interior.throughput_err_pct.abs()).abs().max() < 0.5
-    table = validation_table(predictions)
+    table = fitted_validation_table(predictions)
     assert table.configuration.tolist()[-1] == "all configurations"
     assert {"throughput_mape_pct", "ttft_p90_mape_pct", "cost_mape_pct"} <= set(table.columns)
 

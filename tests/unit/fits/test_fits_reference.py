@@ -14,7 +14,7 @@ from hgresearch.fits import ModelWarning
 from hgresearch.fits.fit_all import fit_models
 from hgresearch.fits.roofline import roofline_table
 from hgresearch.fits.uncertainty import run_to_run_spread
-from hgresearch.fits.validation import leave_one_qps_out, validation_table
+from hgresearch.fits.validation import fitted_leave_one_qps_out, fitted_validation_table
 from hgresearch.report.ratio_audit import audit_table, audit_verdicts, comparison_rows
 
 
@@ -59,8 +59,8 @@ def test_wrong_weight_bytes_would_break_the_bound(runs):
 
 
 def test_validation_table_on_reference(runs, models):
-    predictions = leave_one_qps_out(runs, models.schedule)
-    table = validation_table(predictions)
+    predictions = fitted_leave_one_qps_out(runs, models.schedule)
+    table = fitted_validation_table(predictions)
     overall = table[table.configuration == "all configurations"].iloc[0]
     assert overall.n_folds == 120
     assert overall.throughput_mape_pct < 15.0

@@ -14,14 +14,14 @@ from hgresearch.fits.common import ModelInputError, ModelWarning
 from hgresearch.fits.saturation import (
     Schedule,
     estimate_schedule,
-    fit_capacities,
-    fit_capacity,
+    fit_saturation,
+    fit_saturations,
 )
 
 
 def test_recovers_capacity_and_drain_constant():
     runs = synthetic_runs(mu=8.0, d0=6.0)
-    fit = fit_capacity(runs, Schedule(0.95))
+    fit = fit_saturation(runs, Schedule(0.95))
     assert fit.capacity_rps == pytest.approx(8.0, rel=0.05)
     assert fit.d0_s == pytest.approx(6.0, abs=2.0)
     assert fit.capacity_low_rps <= 8.0 <= fit.capacity_high_rps
@@ -31,20 +31,20 @@ def test_recovers_capacity_and_drain_constant():
 
 def test_recovers_capacity_log_drain():
     runs = synthetic_runs(mu=6.0, d0=2.0, d1=3.0, noise=0.005, seed=3)
-    fit = fit_capacity(runs, Schedule(0.95), drain="log")
+    fit = fit_saturation(runs, Schedule(0.95), drain="log")
     assert fit.capacity_rps == pytest.approx(6.0, rel=0.05)
     assert fit.d1_s == pytest.approx(3.0, abs=1.5)
 
 
 def test_capacity_in_tokens_uses_tokens_per_request():
-    fit = fit_capacity(synthetic_runs(mu=8.0, d0=6.0), Schedule(0.95))
+    fit = fit_saturation(synthetic_runs(mu=8.0, d0=6.0), Schedule(0.95))
     row = fit.as_row()
     assert row["capacity_tok_per_s"] == pytest.approx(fit.capacity_rps * 400.0)
 
 
 def test_unsaturated_data_give_only_a_lower_bound():
     runs = synthetic_runs(mu=500.0, d0=1.0, noise=0.003)
-    fit = fit_capacity(runs, Schedule(0.95))
+    fit = fit_saturation(runs, Schedule(0.95))
     assert not fit.capacity_reached
     assert math.isinf(fit.capacity_high_rps)
     assert fit.capacity_low_rps > 20.0
@@ -61,7 +61,7 @@ def test_schedule_factor_from_fastest_lowest_rate_run():
 
 def test_fit_capacities_table_has_a_row_per_configuration():
     runs = pd.concat([synthetic_runs(8.0, 6.0, model="a"), synthetic_runs(4.0, 9.0, model="b")])
-    table, fits = fit_capacities(runs, Schedule(0.95))
+    table, fits = fit_saturations(runs, Schedule(0.95))
     assert len(table) == 2 and len(fits) == 2
     assert table.set_index("model").capacity_rps["b"] == pytest.approx(4.0, rel=0.06)
 
@@ -69,30 +69,30 @@ def test_fit_capacities_table_has_a_row_per_configuration():
 def test_one_offered_rate_is_an_error():
     runs = synthetic_runs(8.0, 6.0, rates=np.array([4.0, 4.0]))
     with pytest.raises(ModelInputError, match="2 distinct offered rates"):
-        fit_capacity(runs)
+        fit_saturation(runs)
 
 
 def test_missing_column_is_named():
     runs = synthetic_runs(8.0, 6.0).drop(columns=["duration_s"])
     with pytest.raises(ModelInputError, match="duration_s"):
-        fit_capacity(runs)
+        fit_saturation(runs)
 
 
 def test_bad_duration_names_the_run():
     runs = synthetic_runs(8.0, 6.0)
     runs.loc[2, "duration_s"] = -1.0
     with pytest.raises(ModelInputError, match="run r2"):
-        fit_capacity(runs)
+        fit_saturation(runs)
 
 
 def test_all_saturated_warns():
     runs = synthetic_runs(mu=0.3, d0=5.0, rates=np.array([4.0, 8.0, 16.0, 32.0]))
     with pytest.warns(ModelWarning, match="every run is saturated"):
-        fit_capacity(runs, Schedule(0.95))
+        fit_saturation(runs, Schedule(0.95))
 
 
 def test_non_monotone_throughput_warns():
     runs = synthetic_runs(mu=6.0, d0=5.0)
     runs.loc[runs.request_rate_qps == 32.0, "duration_s"] *= 1.4  # overload degradation
     with pytest.warns(ModelWarning, match="throughput falls as load grows"):
-        fit_capacity(runs, Schedule(0.95))
+        fit_saturation(runs, Schedule(0.95))

@@ -15,8 +15,8 @@ from hgresearch.fits.scaling import (
     leave_one_count_out,
     scaling_tables,
     scaling_validation_table,
-    usl_capacity,
     usl_peak_gpus,
+    usl_throughput,
 )
 
 COUNTS = np.array([1, 2, 4, 8])
@@ -26,7 +26,7 @@ def table(sigma: float, kappa: float, noise: float = 0.01, seed: int = 0) -> pd.
     rng = np.random.default_rng(seed)
     rows = []
     for model, x1 in (("a", 10.0), ("b", 6.0), ("c", 3.0)):
-        values = usl_capacity(COUNTS, x1, sigma, kappa) * np.exp(
+        values = usl_throughput(COUNTS, x1, sigma, kappa) * np.exp(
             noise * rng.standard_normal(len(COUNTS)))
         rows += [{"model": model, "gpu_name": "RTX-4090", "gpu_count": int(n),
                   "capacity_rps": float(v)} for n, v in zip(COUNTS, values, strict=True)]

@@ -11,7 +11,7 @@ from hgresearch.accounting.costs import cost_per_million_tok_at_rate_usd
 from hgresearch.fits.fit_all import fit_models
 from hgresearch.fits.roofline import decode_step_min_s, gpu_constants, model_constants
 from hgresearch.fits.saturation import Schedule
-from hgresearch.fits.slo import Slo, pareto_frontier, slo_capacity_table
+from hgresearch.fits.slo import Slo, fitted_slo_rate_table, pareto_frontier
 
 
 def model_set():
@@ -24,8 +24,8 @@ def model_set():
 def test_slo_rows_cost_and_limits():
     models = model_set()
     fit = next(iter(models.capacity_fits.values()))
-    table = slo_capacity_table(models, [Slo("p90_ttft_ms", 30.0), Slo("p90_ttft_ms", 60.0),
-                                        Slo("p90_ttft_ms", 5000.0)])
+    table = fitted_slo_rate_table(models, [Slo("p90_ttft_ms", 30.0), Slo("p90_ttft_ms", 60.0),
+                                           Slo("p90_ttft_ms", 5000.0)])
     assert list(table.limited_by) == ["infeasible", "slo", "capacity"]
     row = table.iloc[1]
     lat = models.latency_fits[(next(iter(models.capacity_fits)), "p90_ttft_ms")]

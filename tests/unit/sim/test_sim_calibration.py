@@ -25,7 +25,7 @@ from hgresearch.sim.calibrate import (
 )
 from hgresearch.sim.energy import StepEnergyMeter, energy_meter
 from hgresearch.sim.replay import reference_workload, replay_workload
-from hgresearch.sim.replica_limits import kv_capacity_tokens_from_log
+from hgresearch.sim.replica_limits import kv_cache_tokens_from_log
 from hgresearch.sim.slo_rate import slo_rates
 from hgresearch.traffic.lengths import (
     SHAREGPT_MAX_PROMPT_TOK,
@@ -87,9 +87,9 @@ def test_replay_workload_keeps_each_request():
 
 def test_kv_capacity_from_server_log():
     log = "INFO [kv_cache_utils.py:2327] CPU KV cache size: 262,144 tokens, Maximum ..."
-    assert kv_capacity_tokens_from_log(log) == 262144
-    assert kv_capacity_tokens_from_log("INFO # GPU blocks: 100, # CPU blocks: 5") == 1600
-    assert kv_capacity_tokens_from_log("nothing here") is None
+    assert kv_cache_tokens_from_log(log) == 262144
+    assert kv_cache_tokens_from_log("INFO # GPU blocks: 100, # CPU blocks: 5") == 1600
+    assert kv_cache_tokens_from_log("nothing here") is None
 
 
 # --- the summary is the measured one's ---------------------------------------------------------
@@ -183,7 +183,7 @@ def test_validation_table_applies_the_ttft_floor():
          "predicted": 110.0, "error_pct": 10.0},
         {"configuration": "a", "held_out_qps": 1.0, "metric": "request_throughput_rps",
          "measured": 1.0, "predicted": 0.97, "error_pct": -3.0}])
-    table = validation_module.validation_table(points).set_index("configuration")
+    table = validation_module.simulated_validation_table(points).set_index("configuration")
     assert table.loc["a", "p90_ttft_mape_pct"] == pytest.approx(10.0)
     assert table.loc["a", "request_throughput_mape_pct"] == pytest.approx(3.0)
 

@@ -1,5 +1,6 @@
-"""Fleet simulator: one event loop over several replicas behind a routing policy; the fleet
-file; per-replica and overall summaries."""
+"""Fleet simulator: one event loop over several replicas behind a routing policy; replicas
+from a fleet file; per-replica and overall summaries (the fleet file's own checks:
+test_fleet_spec.py)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from hgresearch.sim.fleet import (
     ROOFLINE_ONLY,
     SimReplica,
     fleet_summary,
-    load_fleet,
     run_fleet,
     sim_replicas,
     simulate_fleet,
 )
+from hgresearch.sim.fleet_spec import load_fleet
 from hgresearch.sim.simulator import make_requests
 from hgresearch.traffic.arrivals import arrival_offsets_ns
 from hgresearch.traffic.routing import JoinShortestQueue, Policy, RoundRobin, make_policy
@@ -166,28 +167,6 @@ def test_fleet_file_expands_counts_and_builds_replicas(tmp_path: Path) -> None:
     assert frame.success.all() and len(frame) == 50
 
 
-@pytest.mark.parametrize(("text", "line", "field"), [
-    ("replicas:\n  - config: 14B on an H100\n", 2, "replicas[0].config"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n    count: 0\n", 3, "replicas[0].count"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n  - config: M on 1x H100-PCIe\n"
-     "    step_time:\n      c0_s: -1\n", 5, "replicas[1].step_time.c0_s"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n    count: 2\n    base_url: http://a:1\n",
-     4, "replicas[0].base_url"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n    colour: red\n", 3, "replicas[0].colour"),
-    ("replicas: []\n", 1, "replicas"),
-    ("replicas:\n  - config: M on 1x H100-PCIe\n    capacity_weight: 2\n"
-     "  - config: M on 1x H100-PCIe\n", 4, "replicas[1]"),
-])
-def test_fleet_file_errors_name_file_line_field(tmp_path: Path, text: str, line: int,
-                                                field: str) -> None:
-    path = tmp_path / "fleet.yaml"
-    path.write_text(text)
-    with pytest.raises(InputError) as err:
-        load_fleet(path)
-    assert (err.value.file, err.value.line, err.value.field) == (str(path), line, field)
-    assert str(err.value).startswith(f"{path}:{line}, field '{field}': ")
-
-
 def test_unknown_model_found_when_simulating_names_the_entry(tmp_path: Path) -> None:
     path = tmp_path / "fleet.yaml"
     path.write_text(textwrap.dedent("""\
@@ -240,7 +219,7 @@ def _stand_in_calibration(ttft_offset_s: float = 0.3, kv_blocks: int = 1000) -> 
     a KV capacity and a request-path delay far from the catalogs' and from zero, so the test
     sees whether the fleet took them."""
     replica = replica_for("DeepSeek-R1-Distill-Qwen-14B", "H100-PCIe", 1,
-                          kv_capacity_tokens=16 * kv_blocks)
+                          kv_cache_tokens=16 * kv_blocks)
     coefficients = StepCoefficients(c0_s=0.03, c_prefill_s_per_token=5e-5,
                                     c_decode_s_per_seq=2e-4, ttft_offset_s=ttft_offset_s)
     return Calibration(replica=replica, coefficients=coefficients, rel_se=(0.0, 0.0, 0.0),

@@ -28,7 +28,7 @@ COEFFICIENTS = {"tiny-llama-cpu": StepCoefficients(0.004, 2e-5, 1e-4, 0.003),
 
 
 def _calibrations() -> dict[str, Calibration]:
-    return {model: Calibration(replica=replica_for(model, "CPU", 1, kv_capacity_tokens=65536),
+    return {model: Calibration(replica=replica_for(model, "CPU", 1, kv_cache_tokens=65536),
                                coefficients=COEFFICIENTS[model], rel_se=(0.0, 0.0, 0.0),
                                rates_qps=(1.0,), rms_log_error=0.0, num_simulations=0)
             for model in MODELS}

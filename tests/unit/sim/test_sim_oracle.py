@@ -102,7 +102,7 @@ def test_scheduler_matches_the_naive_oracle_step_by_step(seed, num_kv_blocks, ma
     rng = np.random.default_rng(seed)
     config = ReplicaConfig(num_kv_blocks=num_kv_blocks, block_size=block_size,
                            max_num_seqs=max_num_seqs, max_num_batched_tokens=budget)
-    capacity = config.kv_capacity_tokens
+    capacity = config.kv_cache_tokens
     n = 120
     prompts = rng.integers(1, capacity // 2, n)
     outputs = np.minimum(rng.integers(1, 60, n), capacity - prompts + 1)

@@ -41,7 +41,7 @@ def test_replica_config_from_catalogs():
     h100 = replica_config_from_catalogs(QWEN_14B, "NVIDIA-H100-PCIe")  # an alias works too
     assert h100.num_kv_blocks == num_kv_blocks_from_memory(80, weights_bytes(QWEN_14B),
                                                            kv_bytes_per_token(QWEN_14B))
-    assert h100.kv_capacity_tokens > 200_000
+    assert h100.kv_cache_tokens > 200_000
     two_4090 = replica_config_from_catalogs(QWEN_14B, "RTX-4090", num_gpus=2)
     assert two_4090.num_kv_blocks < h100.num_kv_blocks
 

@@ -15,7 +15,7 @@ from hgresearch.report.figures.layout import layout_problems
 from hgresearch.report.figures.sim import routing_comparison_figure
 from hgresearch.sim import routing_study as study
 from hgresearch.sim.calibrate import Calibration, StepCoefficients, replica_for
-from hgresearch.sim.slo_rate import sustained_capacity_rps
+from hgresearch.sim.slo_rate import burst_throughput_rps
 from hgresearch.traffic.routing import Policy
 
 MEAN_TOKENS = 208.0
@@ -81,7 +81,7 @@ def test_calibrated_request_path_delay_reaches_the_fleet(small) -> None:
 
 
 def test_max_load_is_rate_times_share_over_sustained_capacity(small, fits) -> None:
-    capacity = sustained_capacity_rps(fits[study.SLOW_CONFIG], MEAN_TOKENS, MEAN_TOKENS)
+    capacity = burst_throughput_rps(fits[study.SLOW_CONFIG], MEAN_TOKENS, MEAN_TOKENS)
     rr = small[(small.policy == "round-robin") & (small.num_slow == 1)]
     # Round-robin gives the pair half the requests; it is the more loaded replica.
     np.testing.assert_allclose(rr.max_load, rr.rate_qps * 0.5 / capacity)

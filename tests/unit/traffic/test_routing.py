@@ -3,11 +3,13 @@ bookkeeping (hgresearch.traffic.routing, shared by the fleet simulator and the l
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from hgresearch.errors import InputError
 from hgresearch.traffic.routing import (
     CapacityWeightedRandom,
+    ClassWeightedSplit,
     CostAwareSpillover,
     JoinShortestQueue,
     LeastOutstandingTokens,
@@ -109,3 +111,16 @@ def test_make_policy_by_name_and_errors() -> None:
         LengthAwareSplit(threshold_tokens=0)
     with pytest.raises(InputError, match="capacity weight"):
         Router(RoundRobin(), [ReplicaState(capacity_weight=0.0)])
+
+
+def test_class_weighted_split_follows_the_shares() -> None:
+    policy = ClassWeightedSplit({"a": [3.0, 1.0, 0.0], "b": [0.0, 0.0, 1.0]})
+    states = [ReplicaState() for _ in range(3)]
+    picks = [policy.choose(states, RouteRequest(10, 10, "a")) for _ in range(400)]
+    assert np.bincount(picks, minlength=3).tolist() == [300, 100, 0]
+    assert {policy.choose(states, RouteRequest(10, 10, "b")) for _ in range(10)} == {2}
+    # unknown class: the summed shares (3:1:1)
+    picks = [policy.choose(states, RouteRequest(10, 10)) for _ in range(500)]
+    assert np.bincount(picks, minlength=3).tolist() == [300, 100, 100]
+    with pytest.raises(InputError, match="one share per replica"):
+        ClassWeightedSplit({"a": [1.0], "b": [1.0, 2.0]})
