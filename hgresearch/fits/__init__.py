@@ -3,8 +3,8 @@
 * :mod:`~hgresearch.fits.saturation` — requests/s a configuration sustains (fixed-count runs);
 * :mod:`~hgresearch.fits.latency` — tail latency against utilisation;
 * :mod:`~hgresearch.fits.scaling` — tensor-parallel scaling (USL, Amdahl);
-* :mod:`~hgresearch.fits.slo` — capacity and cost per token under a latency SLO, Pareto
-  frontier;
+* :mod:`~hgresearch.fits.slo` — latency targets, cost against tail latency along the fitted
+  curves and its Pareto frontier;
 * :mod:`~hgresearch.fits.roofline` — physical bounds from the hardware/model catalogs;
 * :mod:`~hgresearch.fits.validation` — leave-one-QPS-out prediction error;
 * :mod:`~hgresearch.report.ratio_audit` — the paper's headline ratios under each definition;
