@@ -4,7 +4,7 @@ runs give, with an explanation found by code.
 The printed side is the catalog :mod:`hgresearch.data.catalogs` ``paper_printed/``; the regenerated
 side comes from the runs table only, through the library's own formulas
 (:mod:`hgresearch.report.paper_tables`
-for Table 2 and Figure 1, :mod:`hgresearch.accounting.energy` for Table 3).
+for Table 2, Table 3 and Figure 1).
 
 **Cells** (:func:`audit_table2`, :func:`audit_table3`). A printed value with *d* decimals
 stands for every number that rounds to it, so it is *reproduced* when the regenerated value is
@@ -55,12 +55,9 @@ from hgresearch.accounting.costs import (
 )
 from hgresearch.accounting.energy import (
     PAPER_GRID_G_PER_KWH,
-    PAPER_TABLE3_CONFIGS,
-    PAPER_TABLE3_MODEL,
     add_power_model,
     add_tdp_energy,
     g_co2_per_1m_tok,
-    ratio_estimates,
     tokens_per_kwh,
 )
 from hgresearch.data.catalogs import (
@@ -77,8 +74,10 @@ from hgresearch.plan.hybrid_study import summarize_hybrid_advantage
 from hgresearch.report.paper_tables import (
     PAPER_MODEL,
     TABLE2_HARDWARE,
+    TABLE3_CONFIGURATIONS,
     configuration_runs,
     project_replicas,
+    ratio_estimates,
     scaling_points,
 )
 from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION
@@ -332,7 +331,7 @@ def audit_table2(runs: pd.DataFrame, model: str = PAPER_MODEL,
 
 def table3_run_values(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs with Table 3's columns (TDP model, paper TDP;
-    :func:`hgresearch.accounting.energy.table3`),
+    :func:`hgresearch.report.paper_tables.table3`),
     in the printed units (millions)."""
     out = add_tdp_energy(runs, "paper")
     out["tok_per_h_m"] = out.tok_per_h / TOKENS_PER_MILLION
@@ -357,8 +356,8 @@ def table3_chains(grid_g_per_kwh: float = PAPER_GRID_G_PER_KWH) -> list[Rounding
     ]
 
 
-def audit_table3(runs: pd.DataFrame, model: str = PAPER_TABLE3_MODEL,
-                 configurations: list[tuple[str, int, float]] = tuple(PAPER_TABLE3_CONFIGS)
+def audit_table3(runs: pd.DataFrame, model: str = PAPER_MODEL,
+                 configurations: list[tuple[str, int, float]] = TABLE3_CONFIGURATIONS
                  ) -> pd.DataFrame:
     """Table 3, printed vs regenerated, one line per printed cell (:data:`CELL_COLUMNS`).
 
@@ -591,7 +590,7 @@ class ClaimData:
 def claim_data(runs: pd.DataFrame, scenario: str = "alternative") -> ClaimData:
     """Gather :class:`ClaimData` from every run of the runs table."""
     model_runs = configuration_runs(runs, PAPER_MODEL, scenario=scenario, repeat_policy="all")
-    first = select_repeats(runs[runs.model == PAPER_TABLE3_MODEL], "first")
+    first = select_repeats(runs[runs.model == PAPER_MODEL], "first")
     energy_ratios = ratio_estimates(add_power_model(first))
     return ClaimData(model_runs, matched_comparisons(runs, scenario), energy_ratios,
                      audit_figure1(runs, scenario=scenario))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hgresearch.accounting.energy import modelled_power_w, power_model_catalog
+from hgresearch.accounting.energy import modelled_power_w
+from hgresearch.data.catalogs import power_model_catalog
 from hgresearch.errors import InputError
 from hgresearch.sim.step_time import LinearStepTimeModel
 

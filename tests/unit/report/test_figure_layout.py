@@ -105,8 +105,8 @@ def notebook05(reference_dir) -> dict[str, Callable[[], plt.Figure]]:
     per_point = energy.energy_per_run(select_repeats(all_runs, "first"), tdp="paper",
                                       grid_g_per_kwh=242.0, seed=0)
     configs = [("H100-PCIe", 1, 16.0), ("RTX-4090", 2, 4.0)]
-    estimates = energy.ratio_estimates(per_point, MODEL_03, configs)
-    chosen = energy.pick_configurations(per_point, MODEL_03, configs)
+    estimates = paper.ratio_estimates(per_point, MODEL_03, configs)
+    chosen = paper.pick_configurations(per_point, MODEL_03, configs)
     table = carbon.configuration_carbon(chosen, GRID_REGIONS_05, lifetime_years=4.0,
                                         utilisation=0.5, energy_column="tdp_energy_per_tok_j")
     grid = carbon.grid_catalog().set_index("region").loc[GRID_REGIONS_05].reset_index()
