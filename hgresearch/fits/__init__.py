@@ -7,7 +7,6 @@
   curves and its Pareto frontier;
 * :mod:`~hgresearch.fits.roofline` — physical bounds from the hardware/model catalogs;
 * :mod:`~hgresearch.fits.validation` — leave-one-QPS-out prediction error;
-* :mod:`~hgresearch.report.ratio_audit` — the paper's headline ratios under each definition;
 * :mod:`~hgresearch.fits.uncertainty` — run-to-run spread and bootstrap intervals;
 * :mod:`~hgresearch.cache` — results cached by a hash of their inputs.
 

@@ -2,7 +2,9 @@
 every energy estimate) and of the data behind its figures.
 
 Each function takes the runs table (plus catalogs) and returns a data frame; writing is done
-by :func:`hgresearch.report.writers.write_table`. No number here is typed in by hand.
+by :func:`hgresearch.report.writers.write_tables` with the specs of :data:`PAPER_TABLES` (and,
+for Table 3, :data:`hgresearch.report.energy.ENERGY_TABLES`). No number here is typed in by
+hand.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from hgresearch.accounting.energy import (
 from hgresearch.data.catalogs import price_catalog
 from hgresearch.data.ingest import select_repeats
 from hgresearch.identity import hardware_label, replicated_label
+from hgresearch.report.writers import TableSpec
 from hgresearch.units import TOKENS_PER_MILLION
 
 #: The paper's running example.
@@ -49,6 +52,18 @@ TABLE2_COLUMNS = {
     "p99_ttft_ms": "TTFT p99 (ms)",
 }
 TABLE2_DECIMALS = {"Cost per run ($)": 3, "Cost per 1M tokens ($)": 3}
+
+#: Notebook 03's tables (``paper/tables``): captions name ``{model}`` and ``{scenario}``; Table
+#: 2's note is :func:`repeat_note` (``{repeat_note}``, left out when empty).
+PAPER_TABLES = (
+    TableSpec("table1_gpu_prices", "GPU rental prices per GPU-hour", "tab:prices"),
+    TableSpec("table2_cost_performance", "Cost-performance of {model} ({scenario} prices)",
+              "tab:cost-performance", decimals=TABLE2_DECIMALS, notes=("{repeat_note}",)),
+    TableSpec("throughput_ratio_rtx4090_vs_h100",
+              "RTX-4090 configurations / 1x H100-PCIe output throughput at matched QPS",
+              "tab:throughput-ratio", decimals={"request_rate_qps": 0},
+              columns=("model", "hardware", "request_rate_qps", "throughput_ratio")),
+)
 
 
 def table1_prices() -> pd.DataFrame:

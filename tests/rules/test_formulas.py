@@ -28,7 +28,7 @@ from hgresearch.fits.slo import operating_curves
 from hgresearch.fits.uncertainty import bootstrap_ci, bootstrap_request_cis, run_request_cis
 from hgresearch.fits.validation import leave_one_qps_out
 from hgresearch.paths import REPO_ROOT
-from hgresearch.report.ratio_audit import comparison_rows
+from hgresearch.report.audit import capacity_comparisons
 
 PACKAGE = REPO_ROOT / "hgresearch"
 
@@ -115,22 +115,18 @@ def test_replicas_double_the_cost_of_the_models():
 
 
 def test_replicas_double_the_cost_at_fitted_capacity_in_the_audit():
-    runs = pd.DataFrame({"model": "m", "gpu_name": ["RTX-4090", "H100-PCIe"], "gpu_count": 1,
-                         "request_rate_qps": 1.0, "total_token_throughput_tok_per_s": 100.0,
-                         "cost_usd_per_1m_tok": 1.0})
-
     def fitted(replicas_4090: int) -> pd.Series:
         capacity = pd.DataFrame({"model": "m", "gpu_name": ["RTX-4090", "H100-PCIe"],
                                  "gpu_count": 1, "replicas": [replicas_4090, 1],
                                  "capacity_tok_per_s": [1000.0, 2000.0]})
-        table = comparison_rows(runs, capacity)
-        return table[table.definition == "fitted capacity"].iloc[0]
+        return capacity_comparisons(capacity).iloc[0]
 
     one, two = fitted(1), fitted(2)
     # $0.25/h at 1000 tok/s = 3.6M tok/h
-    assert one.cost_usd_per_1m_tok_4090 == pytest.approx(0.25 / 3.6)
-    assert two.cost_usd_per_1m_tok_4090 == pytest.approx(2 * one.cost_usd_per_1m_tok_4090)
+    assert one.cost_usd_per_1m_tok == pytest.approx(0.25 / 3.6)
+    assert two.cost_usd_per_1m_tok == pytest.approx(2 * one.cost_usd_per_1m_tok)
     assert two.cost_usd_per_1m_tok_h100 == one.cost_usd_per_1m_tok_h100
+    assert two.hardware == "2 x (1x RTX-4090)"
 
 
 # --- energy and carbon ----------------------------------------------------------------------

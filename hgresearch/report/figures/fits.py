@@ -17,7 +17,6 @@ from hgresearch.fits.common import CONFIG_KEYS, config_label
 from hgresearch.fits.fit_all import ModelSet
 from hgresearch.fits.scaling import usl_capacity
 from hgresearch.report.figures.style import COUNT_MARKERS, apply_style, color_for
-from hgresearch.report.ratio_audit import CLAIMS
 
 
 def _panels(n: int, width: float = 3.2, height: float = 2.6, max_cols: int = 4):
@@ -300,34 +299,3 @@ def validation_figure(predictions: pd.DataFrame) -> plt.Figure:
     fig.tight_layout()
     return fig
 
-
-#: y axis of each audited ratio (columns of :func:`hgresearch.report.ratio_audit.comparison_rows`).
-AUDIT_Y_LABELS = {
-    "throughput_ratio": "tokens/s, 4090 config / H100 (ratio)",
-    "cost_reduction": "1 − cost per token 4090 / H100 (fraction)",
-    "tok_per_usd_ratio": "tokens per USD, 4090 config / H100 (ratio)",
-}
-
-
-def audit_figure(comparisons: pd.DataFrame) -> plt.Figure:
-    """RTX 4090 / H100 at matched offered load: throughput ratio, cost reduction and
-    throughput-per-dollar ratio per model and 4090 count, with the paper's claimed ranges."""
-    apply_style()
-    data = comparisons[comparisons.definition == "matched load, all rates"]
-    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
-    palette = plt.get_cmap("tab10")
-    models = sorted(data.model.unique())
-    for ax, (claim, kind, low, high) in zip(axes, CLAIMS, strict=True):
-        for (model, count), part in data.groupby(["model", "gpu_count_4090"], sort=True):
-            ax.plot(part.request_rate_qps, part[kind], color=palette(models.index(model)),
-                    marker=COUNT_MARKERS.get(int(count), "o"), ms=4, lw=1,
-                    label=f"{model.replace('DeepSeek-R1-Distill-', 'R1-')} {count}x")
-        ax.axhspan(low if low is not None else 0.0, high, color="gold", alpha=0.25,
-                   label="paper's claim")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("offered rate (req/s)")
-        ax.set_ylabel(AUDIT_Y_LABELS[kind])
-        ax.set_title(claim, fontsize=8.5)
-    axes[-1].legend(fontsize=5.5, ncol=1, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.tight_layout()
-    return fig
