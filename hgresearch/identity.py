@@ -23,7 +23,7 @@ LOAD_KEYS = ["num_prompts", "request_rate_qps", "burstiness", "max_concurrency"]
 POINT_KEYS = [*CONFIG_KEYS, "tensor_parallel_size", *LOAD_KEYS]
 
 
-def total_gpus(gpu_count: Number, replicas: Number = 1) -> Number:
+def total_gpus(gpu_count: Number, replicas: Number | int = 1) -> Number:
     """GPUs of a configuration: ``gpu_count`` per replica, every replica (what is billed, powered
     and manufactured)."""
     return gpu_count * replicas

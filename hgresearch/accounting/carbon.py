@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -182,7 +183,8 @@ def break_even_table(carbon: pd.DataFrame) -> pd.DataFrame:
                 name_a = f"{a.hardware} @ {a.request_rate_qps:g} QPS"
                 name_b = f"{b.hardware} @ {b.request_rate_qps:g} QPS"
 
-                def lower_at(intensity: float, a=a, b=b, name_a=name_a, name_b=name_b) -> str:
+                def lower_at(intensity: float, a: Any = a, b: Any = b, name_a: str = name_a,
+                             name_b: str = name_b) -> str:
                     total_a = intensity * a.kwh_per_1m_tok + a.embodied_g_per_1m_tok
                     total_b = intensity * b.kwh_per_1m_tok + b.embodied_g_per_1m_tok
                     return name_a if total_a <= total_b else name_b

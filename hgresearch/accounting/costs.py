@@ -14,30 +14,35 @@ from hgresearch.identity import total_gpus
 from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Number, tokens_per_h
 
 
-def gpu_hours(duration_s: Number, gpu_count: Number, replicas: Number = 1) -> Number:
+def gpu_hours(duration_s: Number, gpu_count: Number, replicas: Number | int = 1) -> Number:
     """GPU-hours billed for a run: every GPU of every replica for the run's duration."""
-    return duration_s / SECONDS_PER_HOUR * total_gpus(gpu_count, replicas)
+    gpus: Number = total_gpus(gpu_count, replicas)
+    return duration_s / SECONDS_PER_HOUR * gpus
 
 
 def hourly_cost_usd(gpu_count: Number, price_usd_per_gpu_h: Number,
-                    replicas: Number = 1) -> Number:
+                    replicas: Number | int = 1) -> Number:
     """Rental cost per hour of a configuration: every GPU of every replica."""
-    return total_gpus(gpu_count, replicas) * price_usd_per_gpu_h
+    gpus: Number = total_gpus(gpu_count, replicas)
+    return gpus * price_usd_per_gpu_h
 
 
 def run_cost_usd(duration_s: Number, gpu_count: Number, price_usd_per_gpu_h: Number,
-                 replicas: Number = 1) -> Number:
+                 replicas: Number | int = 1) -> Number:
     """Rental cost of a run: :func:`gpu_hours` times the price per GPU-hour."""
     return gpu_hours(duration_s, gpu_count, replicas) * price_usd_per_gpu_h
 
 
 def cost_per_million_tok_usd(cost_usd: Number, tokens: Number) -> Number:
     """Cost divided by tokens in millions; NaN (never infinite) where there are no tokens."""
-    if isinstance(tokens, pd.Series):
-        return cost_usd / (tokens.replace(0, np.nan) / TOKENS_PER_MILLION)
-    if isinstance(tokens, np.ndarray):
-        return cost_usd / (np.where(tokens == 0, np.nan, tokens) / TOKENS_PER_MILLION)
-    return cost_usd / (tokens / TOKENS_PER_MILLION) if tokens else math.nan
+    per_million: Number
+    if isinstance(tokens, pd.Series):  # a column keeps its index
+        per_million = cost_usd / (tokens.replace(0, np.nan) / TOKENS_PER_MILLION)
+    elif isinstance(tokens, np.ndarray):
+        per_million = cost_usd / (np.where(tokens == 0, np.nan, tokens) / TOKENS_PER_MILLION)
+    else:
+        per_million = cost_usd / (tokens / TOKENS_PER_MILLION) if tokens else math.nan
+    return per_million
 
 
 def add_costs(runs: pd.DataFrame, scenario: str = "alternative",
@@ -77,7 +82,7 @@ def add_costs(runs: pd.DataFrame, scenario: str = "alternative",
 
 
 def cost_per_million_tok_at_rate_usd(tok_per_s: Number, gpu_count: Number,
-                                     price_usd_per_gpu_h: Number, replicas: Number = 1
+                                     price_usd_per_gpu_h: Number, replicas: Number | int = 1
                                      ) -> Number:
     """Cost per 1M tokens of a configuration kept busy at a sustained token rate."""
     return cost_per_million_tok_usd(hourly_cost_usd(gpu_count, price_usd_per_gpu_h, replicas),

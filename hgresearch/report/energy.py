@@ -21,6 +21,7 @@ import pandas as pd
 
 from hgresearch.accounting import carbon
 from hgresearch.accounting.energy import PAPER_GRID_G_PER_KWH, energy_per_run, run_summaries
+from hgresearch.data.catalogs import grid_catalog
 from hgresearch.data.ingest import read_runs, select_repeats
 from hgresearch.identity import hardware_label
 from hgresearch.report.paper_tables import (
@@ -54,8 +55,9 @@ MEASURED_TABLE_COLUMNS = (
 class EnergyReport:
     """Everything notebook 05 shows. ``per_run``: every run with all three estimates;
     ``per_point``: one run per point (the repeat policy); ``chosen``: the compared
-    configurations' rows of ``per_point``; ``measured``: run folders with telemetry (None
-    without any); ``settings``: the parameters, for the captions and the headline."""
+    configurations' rows of ``per_point`` (``configurations``: GPU, GPU count, QPS);
+    ``measured``: run folders with telemetry (None without any); ``settings``: the other
+    parameters, for the captions and the headline."""
 
     per_run: pd.DataFrame
     per_point: pd.DataFrame
@@ -71,6 +73,7 @@ class EnergyReport:
     robustness: pd.DataFrame
     totals: pd.DataFrame
     grid: pd.DataFrame
+    configurations: list[tuple[str, int, float]] = field(default_factory=list)
     settings: dict[str, object] = field(default_factory=dict)
 
 
@@ -114,8 +117,9 @@ def analyse_energy(all_runs: pd.DataFrame, *, model: str,
                                              lifetime_years=lifetime_years,
                                              utilisation=utilisation),
         totals=carbon.totals_vs_intensity(carbon_table, BREAK_EVEN_INTENSITIES),
-        grid=carbon.grid_catalog().set_index("region").loc[regions].reset_index(),
-        settings={"model": model, "configurations": configs, "tdp": tdp,
+        grid=grid_catalog().set_index("region").loc[regions].reset_index(),
+        configurations=configs,
+        settings={"model": model, "tdp": tdp,
                   "grid_g_per_kwh": grid_g_per_kwh, "lifetime_years": lifetime_years,
                   "utilisation": utilisation, "energy_column": carbon_energy_column,
                   "repeat_policy": repeat_policy})
@@ -179,8 +183,7 @@ def energy_tables(report: EnergyReport) -> dict[str, pd.DataFrame | None]:
 def energy_context(report: EnergyReport) -> dict[str, object]:
     """What the captions and notes of :data:`ENERGY_TABLES` name: the settings, the compared
     configurations, Table 3's note and the measured intervals' method."""
-    first, second = [f"{hardware_label(g, n)} @ {q:g} QPS"
-                     for g, n, q in report.settings["configurations"]]
+    first, second = [f"{hardware_label(g, n)} @ {q:g} QPS" for g, n, q in report.configurations]
     method = "no interval"
     if report.measured is not None and report.measured.measured_ci_method.notna().any():
         method = str(report.measured.measured_ci_method.dropna().iloc[0])

@@ -53,8 +53,8 @@ class ModelReport:
     validation: pd.DataFrame
     spread_points: pd.DataFrame
     spread_summary: pd.DataFrame
-    settings: dict = field(default_factory=dict)
-    seconds: dict = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _compute(runs: pd.DataFrame, scenario: str, slos: list[Slo], latency_form: str,

@@ -201,7 +201,8 @@ def _block_bootstrap_ci(run: pd.DataFrame, requests: pd.DataFrame, start: float,
 
     def energy_per_tok(pick: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return block_energy[pick].sum(axis=1) / block_tok[pick].sum(axis=1)
+            ratio: np.ndarray = block_energy[pick].sum(axis=1) / block_tok[pick].sum(axis=1)
+        return ratio
 
     [interval] = bootstrap_intervals(energy_per_tok, len(block_energy), n_boot, seed, confidence)
     if interval is None:

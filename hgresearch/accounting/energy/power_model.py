@@ -57,8 +57,8 @@ def load_fraction(runs: pd.DataFrame) -> pd.Series:
 def modelled_power_w(u: np.ndarray | float, p_idle_w: float, p_max_w: float,
                      curve: str = "linear") -> np.ndarray:
     """Power of one GPU at load ``u``: ``P_idle + (P_max - P_idle) * f(u)``."""
-    u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
-    return p_idle_w + (p_max_w - p_idle_w) * LOAD_CURVES[curve](u)
+    load = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+    return p_idle_w + (p_max_w - p_idle_w) * LOAD_CURVES[curve](load)
 
 
 def add_power_model(runs: pd.DataFrame, model: PowerModel | None = None,

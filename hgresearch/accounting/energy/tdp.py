@@ -59,7 +59,8 @@ def tdp_per_gpu_w(gpu_name: str, tdp: str = "paper",
     return float(row.tdp_w.iloc[0])
 
 
-def configuration_power_w(per_gpu_w: Number, gpu_count: Number, replicas: Number = 1) -> Number:
+def configuration_power_w(per_gpu_w: Number, gpu_count: Number,
+                          replicas: Number | int = 1) -> Number:
     """Power of a configuration (W): every GPU of every replica at ``per_gpu_w``."""
     return per_gpu_w * total_gpus(gpu_count, replicas)
 

@@ -289,8 +289,8 @@ def audit_table3(runs: pd.DataFrame, model: str = PAPER_MODEL,
     data = table3_run_values(runs[runs.model == model])
     items = []
     for index, row in printed.iterrows():
-        count, gpu = re.fullmatch(r"(\d+)x\s*(.+)", str(row.config)).groups()
-        hardware = hardware_label(gpu, int(count))
+        match = re.fullmatch(r"(\d+)x\s*(.+)", str(row.config))
+        hardware = hardware_label(match.group(2), int(match.group(1))) if match else ""
         if hardware not in qps_of:
             raise KeyError(f"printed Table 3 row {row.config!r} is not one of {list(qps_of)}")
         qps = qps_of[hardware]
