@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 SECONDS_PER_HOUR = 3600.0
 #: Joules in one kWh.
@@ -12,9 +13,11 @@ J_PER_KWH = 3.6e6
 #: Tokens in "per 1M tokens" figures.
 TOKENS_PER_MILLION = 1e6
 
-#: A scalar, an array or a table column: the formulas work on each alike. (An ``int`` argument
-#: counts as a float; pandas has no type information here, so a Series is accepted as any.)
-Number = TypeVar("Number", float, np.ndarray)
+#: A scalar, an array or a table column: the formulas work on each alike. To the type checker
+#: a pandas column is ``Any`` (pandas ships no types here), so it needs no constraint (as one,
+#: it would make every call of a formula ``Any``); an ``int`` is a ``float`` (the numeric
+#: tower), which is what every formula returns for one.
+Number = TypeVar("Number", float, npt.NDArray[np.float64])
 
 
 def tokens_per_h(tok_per_s: Number) -> Number:

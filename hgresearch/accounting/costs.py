@@ -16,15 +16,15 @@ from hgresearch.units import SECONDS_PER_HOUR, TOKENS_PER_MILLION, Number, token
 
 def gpu_hours(duration_s: Number, gpu_count: Number, replicas: Number | int = 1) -> Number:
     """GPU-hours billed for a run: every GPU of every replica for the run's duration."""
-    hours: Number = duration_s / SECONDS_PER_HOUR * total_gpus(gpu_count, replicas)
-    return hours
+    gpus: Number = total_gpus(gpu_count, replicas)
+    return duration_s / SECONDS_PER_HOUR * gpus
 
 
 def hourly_cost_usd(gpu_count: Number, price_usd_per_gpu_h: Number,
                     replicas: Number | int = 1) -> Number:
     """Rental cost per hour of a configuration: every GPU of every replica."""
-    cost: Number = total_gpus(gpu_count, replicas) * price_usd_per_gpu_h
-    return cost
+    gpus: Number = total_gpus(gpu_count, replicas)
+    return gpus * price_usd_per_gpu_h
 
 
 def run_cost_usd(duration_s: Number, gpu_count: Number, price_usd_per_gpu_h: Number,
@@ -36,15 +36,13 @@ def run_cost_usd(duration_s: Number, gpu_count: Number, price_usd_per_gpu_h: Num
 
 def cost_per_million_tok_usd(cost_usd: Number, tokens: Number) -> Number:
     """Cost divided by tokens in millions; NaN (never infinite) where there are no tokens."""
-    if isinstance(tokens, pd.Series):
-        millions: Number = tokens.replace(0, np.nan) / TOKENS_PER_MILLION
+    per_million: Number
+    if isinstance(tokens, pd.Series):  # a column keeps its index
+        per_million = cost_usd / (tokens.replace(0, np.nan) / TOKENS_PER_MILLION)
     elif isinstance(tokens, np.ndarray):
-        millions = np.where(tokens == 0, np.nan, tokens) / TOKENS_PER_MILLION
-    elif not tokens:
-        return math.nan
+        per_million = cost_usd / (np.where(tokens == 0, np.nan, tokens) / TOKENS_PER_MILLION)
     else:
-        millions = tokens / TOKENS_PER_MILLION
-    per_million: Number = cost_usd / millions
+        per_million = cost_usd / (tokens / TOKENS_PER_MILLION) if tokens else math.nan
     return per_million
 
 

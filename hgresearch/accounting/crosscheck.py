@@ -44,7 +44,7 @@ def server_crosscheck(runs: pd.DataFrame) -> pd.DataFrame:
         ttft = server.get("ttft") or {}
         itl = server.get("itl") or {}
 
-        def num(value: object) -> float:
+        def num(value: float | str | None) -> float:
             return math.nan if value is None else float(value)
 
         rows.append({

@@ -23,20 +23,21 @@ def fit(
 ) -> None:
     """Fit and validate the cost-performance models; write their tables.
 
-    Capacity, latency, scaling, SLO capacity, roofline, leave-one-out validation and the audit
-    of the paper's ratios; prints the headline numbers.
+    Capacity, latency, scaling, the cost-latency frontier, roofline, leave-one-out validation
+    and the run-to-run spread; prints the headline numbers.
     """
     from hgresearch.data.ingest import read_runs
     from hgresearch.data.reference import reference_dir
     from hgresearch.fits.common import ModelWarning
-    from hgresearch.report.fits import analyse, headline, write_tables
+    from hgresearch.report.fits import MODEL_TABLES, analyse_models, model_tables, models_headline
+    from hgresearch.report.writers import write_tables
 
     sources = paths or [reference_dir("ionet-aibc2025")]
     runs = read_runs(sources)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)
-        report = analyse(runs, scenario=scenario, build_dir=build_dir)
-    written = write_tables(report, output)
+        report = analyse_models(runs, scenario=scenario, build_dir=build_dir)
+    written = write_tables(model_tables(report), MODEL_TABLES, output)
     typer.echo(f"{len(runs)} runs, {len(report.models.capacity)} configurations; "
                f"{len(written)} table files in {output}")
-    typer.echo(json.dumps(headline(report), indent=1, ensure_ascii=False))
+    typer.echo(json.dumps(models_headline(report), indent=1, ensure_ascii=False))

@@ -21,6 +21,7 @@ from hgresearch.data.reference import find_or_fetch
 from hgresearch.errors import HgResearchError, InputError
 from hgresearch.paths import REPO_ROOT
 from hgresearch.report.manuscript import build_paper
+from hgresearch.report.writers import headline_path
 
 if TYPE_CHECKING:
     from traitlets.config import Config
@@ -99,10 +100,6 @@ def _kernel_config() -> Config:
     return config
 
 
-def _headline_path(build_dir: Path, name: str) -> Path:
-    return Path(build_dir) / "headline" / f"{name}.json"
-
-
 def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
                   paper_dir: Path = Path("paper"),
                   echo: Callable[[str], None] = print,
@@ -114,7 +111,8 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
     ``manuscript``).
 
     Prints the headline numbers the notebooks of this run recorded with
-    :func:`write_headline` (a notebook's old numbers are removed before it runs).
+    :func:`hgresearch.report.writers.write_headline` (a notebook's old numbers are removed
+    before it runs).
     ``build_manuscript`` defaults to True when every notebook runs (a chosen subset of
     notebooks may not have written the tables the manuscript reads).
     """
@@ -136,11 +134,11 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
     for index, notebook in enumerate(notebooks, start=1):
         start = time.perf_counter()
         echo(f"[{index}/{len(notebooks)}] {notebook.name} ...")
-        _headline_path(build_dir, notebook.stem).unlink(missing_ok=True)
+        headline_path(build_dir, notebook.stem).unlink(missing_ok=True)
         execute_notebook(notebook, build_dir / "notebooks" / notebook.name, parameters)
         timings[notebook.name] = time.perf_counter() - start
         echo(f"[{index}/{len(notebooks)}] {notebook.name} done in {timings[notebook.name]:.1f} s")
-        recorded = _headline_path(build_dir, notebook.stem)
+        recorded = headline_path(build_dir, notebook.stem)
         if recorded.exists():
             headline.update(json.loads(recorded.read_text()))
     if headline:
@@ -153,14 +151,3 @@ def run_reproduce(source: Path | None = None, build_dir: Path = Path("build"),
         echo(f"manuscript: {build_paper(paper_dir)}")
         timings["manuscript"] = time.perf_counter() - start
     return timings
-
-
-def write_headline(build_dir: str | Path, name: str, numbers: dict[str, object]) -> Path:
-    """Record a notebook's headline numbers; ``reproduce`` prints them at the end.
-
-    ``name`` is the notebook's file name without ``.ipynb``: ``reproduce`` reads the numbers of
-    the notebooks it ran by that name (and removes them before the notebook runs again)."""
-    path = _headline_path(Path(build_dir), name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(numbers, indent=1, default=str) + "\n")
-    return path

@@ -4,12 +4,11 @@
   sustains (fixed-count runs; ``fit_saturation``, ``SaturationFit``);
 * :mod:`~hgresearch.fits.latency` — tail latency against utilisation;
 * :mod:`~hgresearch.fits.scaling` — tensor-parallel scaling (USL, Amdahl);
-* :mod:`~hgresearch.fits.slo` — the highest rate and the cost per token under a latency SLO
-  from the fitted curves (``fitted_slo_rate_table``), Pareto frontier;
+* :mod:`~hgresearch.fits.slo` — latency targets, cost against tail latency along the fitted
+  curves and its Pareto frontier;
 * :mod:`~hgresearch.fits.roofline` — physical bounds from the hardware/model catalogs;
 * :mod:`~hgresearch.fits.validation` — leave-one-QPS-out prediction error of the fits
   (``fitted_leave_one_qps_out``, ``fitted_validation_table``);
-* :mod:`~hgresearch.report.ratio_audit` — the paper's headline ratios under each definition;
 * :mod:`~hgresearch.fits.uncertainty` — run-to-run spread and bootstrap intervals;
 * :mod:`~hgresearch.cache` — results cached by a hash of their inputs.
 

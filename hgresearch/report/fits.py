@@ -1,8 +1,11 @@
-"""All model results of a runs table in one object, cached, plus the paper tables.
+"""All model results of a runs table in one object, cached, plus their tables.
 
-:func:`analyse` runs every fit, the validation, the roofline and the ratio audit;
-:func:`write_tables` writes the tables to ``paper/tables``; :func:`headline` returns the
-numbers ``hgresearch reproduce`` prints. The notebook ``04_models.ipynb`` is a thin caller.
+:func:`analyse_models` runs every fit, the validation, the roofline and the run-to-run spread;
+:func:`model_tables` with :data:`MODEL_TABLES` is what
+:func:`hgresearch.report.writers.write_tables` writes to ``paper/tables``;
+:func:`models_headline` returns the numbers ``hgresearch reproduce`` prints. The notebook
+``04_models.ipynb`` and ``hgresearch fit`` are thin callers. (The paper's ratio claims are
+audited with every other claim in :mod:`hgresearch.report.audit`.)
 """
 
 from __future__ import annotations
@@ -26,8 +29,7 @@ from hgresearch.fits.scaling import (
 from hgresearch.fits.slo import Slo, default_slos, operating_curves, pareto_frontier
 from hgresearch.fits.uncertainty import run_to_run_spread
 from hgresearch.fits.validation import fitted_leave_one_qps_out, fitted_validation_table
-from hgresearch.report.ratio_audit import audit_table, audit_verdicts, comparison_rows
-from hgresearch.report.writers import write_table
+from hgresearch.report.writers import TableSpec
 
 #: The alternative forms every validation run compares with the chosen one.
 ALTERNATIVE_DRAIN = {"constant": "log", "log": "constant"}
@@ -36,7 +38,7 @@ ALTERNATIVE_LATENCY = {"queue": "loglinear", "loglinear": "queue"}
 
 @dataclass
 class ModelReport:
-    """Everything :func:`analyse` computes (tables are plain data frames)."""
+    """Everything :func:`analyse_models` computes (tables are plain data frames)."""
 
     runs: pd.DataFrame
     models: ModelSet
@@ -49,13 +51,10 @@ class ModelReport:
     roofline: pd.DataFrame
     predictions: pd.DataFrame
     validation: pd.DataFrame
-    comparisons: pd.DataFrame
-    audit: pd.DataFrame
-    verdicts: pd.DataFrame
     spread_points: pd.DataFrame
     spread_summary: pd.DataFrame
-    settings: dict = field(default_factory=dict)
-    seconds: dict = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _compute(runs: pd.DataFrame, scenario: str, slos: list[Slo], latency_form: str,
@@ -94,29 +93,26 @@ def _compute(runs: pd.DataFrame, scenario: str, slos: list[Slo], latency_form: s
 
     start = time.perf_counter()
     roofline = roofline_table(costed)
-    comparisons = comparison_rows(costed, models.capacity, scenario=scenario)
-    audit = audit_table(comparisons)
-    verdicts = audit_verdicts(audit)
     spread_points, spread_summary = run_to_run_spread(costed)
-    seconds["roofline+audit"] = time.perf_counter() - start
+    seconds["roofline+spread"] = time.perf_counter() - start
     return ModelReport(
         runs=costed, models=models, curves=curves, frontier=frontier,
         scaling_summary=scaling_summary, scaling_points=scaling_points,
         scaling_loo=scaling_loo, scaling_validation=scaling_validation, roofline=roofline,
-        predictions=predictions, validation=validation, comparisons=comparisons, audit=audit,
-        verdicts=verdicts, spread_points=spread_points, spread_summary=spread_summary,
+        predictions=predictions, validation=validation, spread_points=spread_points,
+        spread_summary=spread_summary,
         settings={"scenario": scenario, "latency_form": latency_form, "drain": drain,
                   "rho_max": rho_max, "scaling_column": scaling_column,
                   "slos": [s.label for s in slos]},
         seconds=seconds)
 
 
-def analyse(runs: pd.DataFrame, *, scenario: str = "alternative",
+def analyse_models(runs: pd.DataFrame, *, scenario: str = "alternative",
             slos: list[Slo] | None = None, latency_form: str = "loglinear",
             drain: str = "constant", rho_max: float = DEFAULT_RHO_MAX,
             scaling_column: str = "capacity_rps",
             build_dir: str | Path | None = None) -> ModelReport:
-    """Fit, validate and audit everything; cached under ``<build_dir>/cache/models`` by a
+    """Fit and validate everything; cached under ``<build_dir>/cache/models`` by a
     hash of the runs, these settings and the model code (``build_dir=None``: no cache)."""
     slos = slos if slos is not None else default_slos()
     params = {"scenario": scenario, "slos": [(s.metric, s.limit_ms) for s in slos],
@@ -138,74 +134,62 @@ def select_configurations(table: pd.DataFrame, model: str | None = None,
     return out
 
 
-def write_tables(report: ModelReport, tables_dir: str | Path) -> list[Path]:
-    """Write every model table (CSV + Markdown + LaTeX) to ``tables_dir``."""
-    tables_dir = Path(tables_dir)
-    written: list[Path] = []
-    cap = report.models.capacity[[
-        "configuration", "capacity_rps", "capacity_low_rps", "capacity_high_rps",
-        "capacity_tok_per_s", "max_achieved_rps", "capacity_is_lower_bound", "drain_d0_s",
-        "rms_rel_error_pct"]]
-    written += write_table(cap, tables_dir / "models_capacity",
-                           caption="Fitted capacity per configuration (95 % profile interval; "
-                           "fixed-count duration model)", label="tab:models-capacity",
-                           decimals={"capacity_tok_per_s": 0})
-    lat = report.models.latency
-    lat = lat[lat.metric == "p90_ttft_ms"][["configuration", "form", "a", "a_se", "b", "b_se",
-                                            "resid_scale", "n_points", "rho_max_fitted"]]
-    written += write_table(lat, tables_dir / "models_latency_ttft_p90",
-                           caption="TTFT p90 against utilisation: fitted coefficients",
-                           label="tab:models-latency", default_decimals=3)
-    frontier = report.frontier[["model", "metric", "configuration", "rate_qps", "latency_ms",
-                                "cost_usd_per_1m_tok"]]
-    written += write_table(frontier, tables_dir / "models_pareto_frontier",
-                           caption="Pareto frontier of cost per 1M tokens against tail latency",
-                           label="tab:models-pareto", decimals={"cost_usd_per_1m_tok": 3})
-    written += write_table(report.scaling_summary.drop(columns=["warnings"]),
-                           tables_dir / "models_scaling",
-                           caption="Tensor-parallel scaling fits (pooled per GPU type)",
-                           label="tab:models-scaling", default_decimals=3)
-    written += write_table(report.scaling_points, tables_dir / "models_scaling_points",
-                           caption="Capacity and per-GPU efficiency by GPU count",
-                           label="tab:models-scaling-points", default_decimals=3)
-    written += write_table(report.scaling_validation, tables_dir / "models_scaling_validation",
-                           caption="Leave-one-GPU-count-out error of the scaling fits",
-                           label="tab:models-scaling-validation", default_decimals=1)
-    written += write_table(report.validation, tables_dir / "models_validation",
-                           caption="Leave-one-QPS-out prediction error (MAPE and worst "
-                           "absolute error, %)", label="tab:models-validation",
-                           default_decimals=1)
-    roof = report.roofline[["model", "gpu_name", "gpu_count", "request_rate_qps",
-                            "repeat_index", "batch_little", "achieved_decode_tok_per_s",
-                            "decode_bound_tok_per_s", "decode_ratio", "prefill_ratio",
-                            "decode_ceiling_tok_per_s", "ceiling_ratio", "exceeds_bound"]]
-    written += write_table(roof, tables_dir / "models_roofline",
-                           caption="Achieved / roofline bound for every run",
-                           label="tab:models-roofline",
-                           decimals={"achieved_decode_tok_per_s": 0,
-                                     "decode_bound_tok_per_s": 0,
-                                     "decode_ceiling_tok_per_s": 0, "decode_ratio": 3,
-                                     "prefill_ratio": 3, "ceiling_ratio": 3})
-    written += write_table(report.audit, tables_dir / "models_ratio_audit",
-                           caption="The paper's headline ratios under each definition",
-                           label="tab:models-audit", default_decimals=3)
-    written += write_table(report.verdicts, tables_dir / "models_ratio_audit_verdicts",
-                           caption="Which definition yields each headline ratio",
-                           label="tab:models-audit-verdicts", default_decimals=3)
-    written += write_table(report.comparisons, tables_dir / "models_ratio_comparisons",
-                           caption="RTX 4090 vs H100 comparison rows behind the audit",
-                           label="tab:models-comparisons", default_decimals=3)
-    written += write_table(report.spread_summary, tables_dir / "models_run_spread",
-                           caption="Run-to-run spread of repeated reference runs",
-                           label="tab:models-spread", default_decimals=2)
-    return written
+#: The model tables (``paper/tables``), in the order they are written.
+MODEL_TABLES = (
+    TableSpec("models_capacity",
+              "Fitted capacity per configuration (95 % profile interval; fixed-count duration "
+              "model)", "tab:models-capacity", decimals={"capacity_tok_per_s": 0},
+              columns=("configuration", "capacity_rps", "capacity_low_rps", "capacity_high_rps",
+                       "capacity_tok_per_s", "max_achieved_rps", "capacity_is_lower_bound",
+                       "drain_d0_s", "rms_rel_error_pct")),
+    TableSpec("models_latency_ttft_p90", "TTFT p90 against utilisation: fitted coefficients",
+              "tab:models-latency", default_decimals=3,
+              columns=("configuration", "form", "a", "a_se", "b", "b_se", "resid_scale",
+                       "n_points", "rho_max_fitted")),
+    TableSpec("models_pareto_frontier",
+              "Pareto frontier of cost per 1M tokens against tail latency", "tab:models-pareto",
+              decimals={"cost_usd_per_1m_tok": 3},
+              columns=("model", "metric", "configuration", "rate_qps", "latency_ms",
+                       "cost_usd_per_1m_tok")),
+    TableSpec("models_scaling", "Tensor-parallel scaling fits (pooled per GPU type)",
+              "tab:models-scaling", default_decimals=3),
+    TableSpec("models_scaling_points", "Capacity and per-GPU efficiency by GPU count",
+              "tab:models-scaling-points", default_decimals=3),
+    TableSpec("models_scaling_validation", "Leave-one-GPU-count-out error of the scaling fits",
+              "tab:models-scaling-validation", default_decimals=1),
+    TableSpec("models_validation",
+              "Leave-one-QPS-out prediction error (MAPE and worst absolute error, %)",
+              "tab:models-validation", default_decimals=1),
+    TableSpec("models_roofline", "Achieved / roofline bound for every run",
+              "tab:models-roofline",
+              decimals={"achieved_decode_tok_per_s": 0, "decode_bound_tok_per_s": 0,
+                        "decode_ceiling_tok_per_s": 0, "decode_ratio": 3, "prefill_ratio": 3,
+                        "ceiling_ratio": 3},
+              columns=("model", "gpu_name", "gpu_count", "request_rate_qps", "repeat_index",
+                       "batch_little", "achieved_decode_tok_per_s", "decode_bound_tok_per_s",
+                       "decode_ratio", "prefill_ratio", "decode_ceiling_tok_per_s",
+                       "ceiling_ratio", "exceeds_bound")),
+    TableSpec("models_run_spread", "Run-to-run spread of repeated reference runs",
+              "tab:models-spread", default_decimals=2),
+)
 
 
-def headline(report: ModelReport) -> dict[str, object]:
+def model_tables(report: ModelReport) -> dict[str, pd.DataFrame | None]:
+    """The frames of :data:`MODEL_TABLES`, by file stem."""
+    latency = report.models.latency
+    return {"models_capacity": report.models.capacity,
+            "models_latency_ttft_p90": latency[latency.metric == "p90_ttft_ms"],
+            "models_pareto_frontier": report.frontier,
+            "models_scaling": report.scaling_summary.drop(columns=["warnings"]),
+            "models_scaling_points": report.scaling_points,
+            "models_scaling_validation": report.scaling_validation,
+            "models_validation": report.validation, "models_roofline": report.roofline,
+            "models_run_spread": report.spread_summary}
+
+
+def models_headline(report: ModelReport) -> dict[str, object]:
     """Numbers ``hgresearch reproduce`` prints for this notebook."""
     overall = report.validation[report.validation.configuration == "all configurations"].iloc[0]
-    audit = {row.claim: row.reproduced_by if row.reproduced_by != "none"
-             else f"closest: {row.best_definition}" for row in report.verdicts.itertuples()}
     return {
         "capacity throughput MAPE % (leave-one-QPS-out)": round(
             float(overall.throughput_mape_pct), 1),
@@ -218,5 +202,4 @@ def headline(report: ModelReport) -> dict[str, object]:
         "configurations": int(len(report.validation) - 1),
         "runs exceeding roofline bound": int(report.roofline.exceeds_bound.sum()),
         "max decode achieved/bound": round(float(report.roofline.decode_ratio.max()), 3),
-        **{f"audit: {k}": v for k, v in audit.items()},
     }

@@ -1,23 +1,42 @@
-"""Builders of the paper's tables (Table 1, Table 2) and of the data behind its figures.
+"""Builders of the paper's tables (Table 1, Table 2, Table 3 and its efficiency ratio under
+every energy estimate) and of the data behind its figures.
 
 Each function takes the runs table (plus catalogs) and returns a data frame; writing is done
-by :func:`hgresearch.report.writers.write_table`. No number here is typed in by hand.
+by :func:`hgresearch.report.writers.write_tables` with the specs of :data:`PAPER_TABLES` (and,
+for Table 3, :data:`hgresearch.report.energy.ENERGY_TABLES`). No number here is typed in by
+hand.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
 from hgresearch.accounting.costs import add_costs
+from hgresearch.accounting.energy import (
+    PAPER_GRID_G_PER_KWH,
+    TdpAssumption,
+    add_tdp_energy,
+    efficiency_ratio,
+    ratio_bracket,
+)
 from hgresearch.data.catalogs import price_catalog
 from hgresearch.data.ingest import select_repeats
-from hgresearch.identity import replicated_label
+from hgresearch.identity import hardware_label, replicated_label
+from hgresearch.report.writers import TableSpec
+from hgresearch.units import TOKENS_PER_MILLION
 
 #: The paper's running example.
 PAPER_MODEL = "DeepSeek-R1-Distill-Qwen-14B"
 #: Table 2 configurations, in the order the table lists them.
 TABLE2_HARDWARE = ["1x H100-PCIe", "2x RTX-4090", "4x RTX-4090", "8x RTX-4090"]
+#: Table 3 configurations, (GPU, GPU count, offered load in QPS): the printed table names the
+#: configurations but no load; these are the loads whose runs give its numbers.
+TABLE3_CONFIGURATIONS: tuple[tuple[str, int, float], ...] = (("H100-PCIe", 1, 16.0),
+                                                            ("RTX-4090", 2, 4.0))
 
 TABLE2_COLUMNS = {
     "qps": "QPS",
@@ -33,6 +52,18 @@ TABLE2_COLUMNS = {
     "p99_ttft_ms": "TTFT p99 (ms)",
 }
 TABLE2_DECIMALS = {"Cost per run ($)": 3, "Cost per 1M tokens ($)": 3}
+
+#: Notebook 03's tables (``paper/tables``): captions name ``{model}`` and ``{scenario}``; Table
+#: 2's note is :func:`repeat_note` (``{repeat_note}``, left out when empty).
+PAPER_TABLES = (
+    TableSpec("table1_gpu_prices", "GPU rental prices per GPU-hour", "tab:prices"),
+    TableSpec("table2_cost_performance", "Cost-performance of {model} ({scenario} prices)",
+              "tab:cost-performance", decimals=TABLE2_DECIMALS, notes=("{repeat_note}",)),
+    TableSpec("throughput_ratio_rtx4090_vs_h100",
+              "RTX-4090 configurations / 1x H100-PCIe output throughput at matched QPS",
+              "tab:throughput-ratio", decimals={"request_rate_qps": 0},
+              columns=("model", "hardware", "request_rate_qps", "throughput_ratio")),
+)
 
 
 def table1_prices() -> pd.DataFrame:
@@ -168,3 +199,126 @@ def headline_numbers(runs: pd.DataFrame, model: str = PAPER_MODEL,
         f"{ratio.throughput_ratio.min():.2f}–{ratio.throughput_ratio.max():.2f} "
         f"over {len(ratio)} matched points")
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Table 3: energy efficiency under the paper's TDP model, and its ratio under every estimate
+# ---------------------------------------------------------------------------------------------
+
+def pick_configurations(runs: pd.DataFrame, model: str,
+                        configurations: Iterable[tuple[str, int, float]]) -> pd.DataFrame:
+    """Rows of ``runs`` for ``model`` at each (GPU, GPU count, QPS), in the order given.
+
+    Raises :class:`KeyError` naming the configuration when one has no run (so a typo in a
+    notebook parameter is not silently dropped).
+    """
+    rows = []
+    for gpu_name, gpu_count, qps in configurations:
+        hit = runs[(runs.model == model) & (runs.gpu_name == gpu_name)
+                   & (runs.gpu_count == int(gpu_count)) & (runs.request_rate_qps == float(qps))
+                   & (runs.replicas == 1)]
+        if hit.empty:
+            raise KeyError(f"no run of {model} on {hardware_label(gpu_name, gpu_count)} "
+                           f"at {qps} QPS")
+        rows.append(hit)
+    return pd.concat(rows, ignore_index=True)
+
+
+def table3(runs: pd.DataFrame, model: str = PAPER_MODEL,
+           configurations: Iterable[tuple[str, int, float]] = TABLE3_CONFIGURATIONS,
+           tdp: str = "paper", tdp_overrides: dict[str, float] | None = None,
+           grid_g_per_kwh: float = PAPER_GRID_G_PER_KWH) -> pd.DataFrame:
+    """The paper's Table 3: energy efficiency of the chosen configurations under the TDP model.
+
+    ``runs`` should hold one run per point (``select_repeats(runs, "first")``: the paper's
+    14B H100 points were run twice and the first run is used). One row per configuration with
+    throughput, tokens per hour, assumed power and kWh per hour, tokens per kWh, g CO2 per 1M
+    tokens and the efficiency ratio: tokens per kWh relative to the least efficient row.
+    """
+    picked = add_tdp_energy(pick_configurations(runs, model, configurations), tdp,
+                            tdp_overrides, grid_g_per_kwh)
+    table = pd.DataFrame({
+        "Hardware": picked.hardware,
+        "QPS": picked.request_rate_qps,
+        "TDP per GPU (W)": picked.tdp_per_gpu_w,
+        "Tokens/s": picked.total_token_throughput_tok_per_s,
+        "Tokens per hour (M)": picked.tok_per_h / TOKENS_PER_MILLION,
+        "Energy per hour (kWh)": picked.tdp_kwh_per_h,
+        "Tokens per kWh (M)": picked.tdp_tok_per_kwh / TOKENS_PER_MILLION,
+        "g CO2 per 1M tokens": picked.tdp_g_co2_per_1m_tok,
+    })
+    table["Efficiency ratio"] = table["Tokens per kWh (M)"] / table["Tokens per kWh (M)"].min()
+    return table.reset_index(drop=True)
+
+
+def table3_repeats(all_runs: pd.DataFrame, model: str = PAPER_MODEL,
+                   configurations: Iterable[tuple[str, int, float]] = TABLE3_CONFIGURATIONS,
+                   tdp: str = "paper") -> pd.DataFrame:
+    """Tokens per kWh (TDP model) of every repeat of the Table 3 configurations, so a table
+    that shows one repeat can say what the others give. ``all_runs``: every run (repeats
+    included). Columns: ``hardware``, ``request_rate_qps``, ``repeat_index``,
+    ``tdp_tok_per_kwh``."""
+    picked = add_tdp_energy(pick_configurations(all_runs, model, configurations), tdp)
+    return picked[["hardware", "request_rate_qps", "repeat_index", "tdp_tok_per_kwh"]]
+
+
+#: How a table note names each repeat policy of :func:`hgresearch.data.ingest.select_repeats`.
+TABLE3_REPEAT_WORDS = {"first": "the first of repeated runs as listed in the result file",
+                       "mean": "the mean of repeated runs"}
+
+
+def table3_repeat_note(all_runs: pd.DataFrame, model: str = PAPER_MODEL,
+                       configurations: Iterable[tuple[str, int, float]] = TABLE3_CONFIGURATIONS,
+                       tdp: str = "paper", repeat_policy: str = "first") -> str:
+    """Table 3's note: what power and tokens are, which run of a repeated point the table
+    shows, and the tokens per kWh of every repeat (:func:`table3_repeats`)."""
+    repeats = table3_repeats(all_runs, model, configurations, tdp)
+    compared = "; ".join(
+        f"{h}: " + " / ".join(f"{v / TOKENS_PER_MILLION:.2f}" for v in g.tdp_tok_per_kwh)
+        + f" M (mean {g.tdp_tok_per_kwh.mean() / TOKENS_PER_MILLION:.2f} M)"
+        for h, g in repeats.groupby("hardware", sort=False) if len(g) > 1)
+    return (f"Power = GPU count x TDP for the whole run; tokens = input + output. "
+            f"Repeated points use {TABLE3_REPEAT_WORDS[repeat_policy]}. Efficiency ratio = "
+            f"tokens per kWh over the least efficient row. Tokens per kWh of each repeat: "
+            f"{compared}.")
+
+
+def ratio_estimates(runs: pd.DataFrame, model: str = PAPER_MODEL,
+                    configurations: Iterable[tuple[str, int, float]] = TABLE3_CONFIGURATIONS
+                    ) -> pd.DataFrame:
+    """The efficiency ratio of the first configuration over the second (tokens per kWh) under
+    every estimate: TDP as the paper, datasheet TDP, the power model (central with the
+    independent-bounds bracket; and with both at the same bound), and measured energy when
+    both runs have it. ``runs``: output of :func:`hgresearch.accounting.energy.energy_per_run`
+    (one run per point)."""
+    configurations = list(configurations)
+    if len(configurations) != 2:
+        raise ValueError("ratio_estimates compares exactly two configurations")
+    picked = pick_configurations(runs, model, configurations)
+    a, b = picked.iloc[0], picked.iloc[1]
+    rows = []
+    for tdp in TdpAssumption:
+        t = add_tdp_energy(picked, tdp)
+        watts = "/".join(f"{w:.0f} W" for w in t.tdp_per_gpu_w)
+        rows.append({"estimate": f"TDP model, {tdp} TDP ({watts})",
+                     "ratio": efficiency_ratio(t.tdp_tok_per_kwh.iloc[0],
+                                               t.tdp_tok_per_kwh.iloc[1]),
+                     "low": math.nan, "high": math.nan})
+    if "model_tok_per_kwh_central" in picked:
+        bracket = ratio_bracket(a, b)
+        rows.append({"estimate": "Power model, central (bracket: independent bounds)",
+                     "ratio": bracket["central"], "low": bracket["low"],
+                     "high": bracket["high"]})
+        rows.append({"estimate": "Power model, both at the same bound",
+                     "ratio": bracket["central"],
+                     "low": min(bracket["same_low"], bracket["same_high"]),
+                     "high": max(bracket["same_low"], bracket["same_high"])})
+    if "measured_tok_per_kwh" in picked and picked.measured_tok_per_kwh.notna().all():
+        # Interval from the two runs' energy-per-token intervals, taken as independent bounds.
+        ratio = efficiency_ratio(a.measured_tok_per_kwh, b.measured_tok_per_kwh)
+        rows.append({"estimate": "Measured (NVML)", "ratio": ratio,
+                     "low": b.measured_energy_per_tok_ci_low_j
+                     / a.measured_energy_per_tok_ci_high_j,
+                     "high": b.measured_energy_per_tok_ci_high_j
+                     / a.measured_energy_per_tok_ci_low_j})
+    return pd.DataFrame(rows)

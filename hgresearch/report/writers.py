@@ -1,10 +1,18 @@
-"""Deterministic table writers: data frames to CSV/Parquet, and publication tables to
-CSV, Markdown and LaTeX (booktabs) with fixed rounding."""
+"""Deterministic writers: data frames to CSV/Parquet, publication tables to CSV, Markdown and
+LaTeX (booktabs) with fixed rounding, and a notebook's headline numbers.
+
+A publication table is data (:class:`TableSpec`: file stem, caption, label, columns, rounding,
+notes); :func:`write_tables` writes every table of a notebook from its specs, so the notebooks
+hold no captions or decimals. :func:`write_headline` records the numbers ``hgresearch
+reproduce`` prints (:func:`headline_path` says where; the pipeline reads them there).
+"""
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +52,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
 
 
 def _fmt(value: object, decimals: int | None) -> str:
+    """One cell as printed: ``—`` for a missing value, floats to ``decimals`` places."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if isinstance(value, float) and decimals is not None:
@@ -105,3 +114,69 @@ def write_table(frame: pd.DataFrame, stem: str | Path, *, caption: str, label: s
     tex_path = stem.with_suffix(".tex")
     tex_path.write_text("\n".join(tex) + "\n", encoding="utf-8")
     return [csv_path, md_path, tex_path]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One publication table as data: what :func:`write_table` needs besides the frame.
+
+    ``stem`` is the file name under the tables folder (and the key of the frame handed to
+    :func:`write_tables`); ``columns`` the columns shown, in order (empty: every column).
+    ``caption`` and each note are templates filled with :meth:`str.format` from the context
+    :func:`write_tables` is given (``"{model}"``, ``"{utilisation:.0%}"``); a note that comes
+    out empty is left out.
+    """
+
+    stem: str
+    caption: str
+    label: str
+    decimals: Mapping[str, int] = field(default_factory=dict)
+    default_decimals: int = 2
+    notes: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+
+
+def write_tables(frames: Mapping[str, pd.DataFrame | None], specs: Iterable[TableSpec],
+                 tables_dir: str | Path,
+                 context: Mapping[str, object] | None = None) -> list[Path]:
+    """Write the frame of every spec (``frames[spec.stem]``) with :func:`write_table` to
+    ``tables_dir``, in the order of ``specs``; returns the written paths.
+
+    A frame that is ``None`` is skipped (a table the notebook's parameters leave out); a spec
+    without a frame, or a frame without a spec, is a :class:`KeyError` naming it.
+    """
+    specs = list(specs)
+    unknown = sorted(set(frames) - {spec.stem for spec in specs})
+    if unknown:
+        raise KeyError(f"no table spec for {unknown}")
+    context = context or {}
+    written: list[Path] = []
+    for spec in specs:
+        if spec.stem not in frames:
+            raise KeyError(f"no frame for the table {spec.stem!r}")
+        frame = frames[spec.stem]
+        if frame is None:
+            continue
+        notes = [text for text in (note.format(**context) for note in spec.notes) if text]
+        written += write_table(frame[list(spec.columns)] if spec.columns else frame,
+                               Path(tables_dir) / spec.stem,
+                               caption=spec.caption.format(**context), label=spec.label,
+                               decimals=spec.decimals, default_decimals=spec.default_decimals,
+                               notes=notes or None)
+    return written
+
+
+def headline_path(build_dir: str | Path, name: str) -> Path:
+    """Where :func:`write_headline` records the numbers of notebook ``name``."""
+    return Path(build_dir) / "headline" / f"{name}.json"
+
+
+def write_headline(build_dir: str | Path, name: str, numbers: Mapping[str, object]) -> Path:
+    """Record a notebook's headline numbers; ``hgresearch reproduce`` prints them at the end.
+
+    ``name`` is the notebook's file name without ``.ipynb``: ``reproduce`` reads the numbers of
+    the notebooks it ran by that name (and removes them before the notebook runs again)."""
+    path = headline_path(build_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(numbers), indent=1, default=str) + "\n")
+    return path

@@ -61,7 +61,7 @@ ALONE = "H100 alone"
 #: already covers through the coefficients): the fleet loop, routing, costs, metrics.
 _STUDY_SOURCES = ("sim/fleet.py", "sim/fleet_spec.py", "sim/routing_study.py", "sim/run.py",
                   "sim/simulator.py", "sim/scheduler.py", "sim/step_time.py", "traffic/routing.py",
-                  "accounting/costs.py", "data/summary.py", "accounting/energy.py",
+                  "accounting/costs.py", "data/summary.py", "accounting/energy",
                   "traffic/lengths.py", "traffic/arrivals.py")
 
 

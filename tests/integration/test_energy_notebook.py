@@ -14,6 +14,7 @@ from energy_fixtures import make_run_folder
 from hgresearch.accounting import carbon, energy
 from hgresearch.data.ingest import read_runs, select_repeats
 from hgresearch.paths import REPO_ROOT
+from hgresearch.report import paper_tables as paper
 from hgresearch.report.figures import energy as energy_figures
 from hgresearch.report.figures.style import save_figure
 
@@ -26,17 +27,16 @@ def per_point(reference_dir):
 
 
 def test_figures_have_data_and_are_byte_stable(per_point, tmp_path):
-    chosen = energy.pick_configurations(per_point, energy.PAPER_TABLE3_MODEL,
-                                        energy.PAPER_TABLE3_CONFIGS)
+    chosen = paper.pick_configurations(per_point, paper.PAPER_MODEL, paper.TABLE3_CONFIGURATIONS)
     table = carbon.configuration_carbon(chosen, ["EU-27", "FR", "PL"])
     crossings = carbon.break_even_table(table)
     grid = carbon.grid_catalog()
     figures = {
-        "qps": energy_figures.tokens_per_kwh_vs_qps(per_point, energy.PAPER_TABLE3_MODEL),
+        "qps": energy_figures.tokens_per_kwh_vs_qps(per_point, paper.PAPER_MODEL),
         "stacked": energy_figures.carbon_stacked(table),
         "break_even": energy_figures.break_even(
             carbon.totals_vs_intensity(table, [0.0, 400.0, 800.0]), grid, crossings),
-        "ratio": energy_figures.efficiency_ratio_bracket(energy.ratio_estimates(per_point)),
+        "ratio": energy_figures.efficiency_ratio_bracket(paper.ratio_estimates(per_point)),
     }
     assert len(figures["qps"].axes[0].lines) >= 8  # 4 configurations x (TDP + model)
     assert len(figures["stacked"].axes) == 2  # one panel per scenario

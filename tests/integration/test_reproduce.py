@@ -16,10 +16,10 @@ from hgresearch.cli.pipeline import (
     execute_notebook,
     reproduce_notebooks,
     run_reproduce,
-    write_headline,
 )
 from hgresearch.errors import HgResearchError
 from hgresearch.paths import REPO_ROOT
+from hgresearch.report.writers import write_headline
 
 
 def _digests(folder: Path) -> dict[str, str]:
@@ -127,7 +127,7 @@ def test_reproduce_prints_no_empty_or_stale_headline_and_no_kernel_warning(refer
     parameters = nbformat.v4.new_code_cell('build_dir = "build"')
     parameters.metadata["tags"] = ["parameters"]
     nb.cells = [parameters, nbformat.v4.new_code_cell(
-        "from hgresearch.cli.pipeline import write_headline\n"
+        "from hgresearch.report.writers import write_headline\n"
         "write_headline(build_dir, '01_silent', {})")]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}

@@ -24,11 +24,11 @@ from hgresearch.data import summary as metrics
 from hgresearch.fits import common
 from hgresearch.fits.fit_all import fit_models
 from hgresearch.fits.saturation import Schedule
-from hgresearch.fits.slo import Slo, fitted_slo_rate_table, operating_curves
+from hgresearch.fits.slo import operating_curves
 from hgresearch.fits.uncertainty import bootstrap_ci, bootstrap_request_cis, run_request_cis
 from hgresearch.fits.validation import fitted_leave_one_qps_out
 from hgresearch.paths import REPO_ROOT
-from hgresearch.report.ratio_audit import comparison_rows
+from hgresearch.report.audit import capacity_comparisons
 
 PACKAGE = REPO_ROOT / "hgresearch"
 
@@ -109,33 +109,24 @@ def test_replicas_double_the_cost_of_the_models():
         return fit_models(_priced_runs(replicas), metrics=("p90_ttft_ms",), form="loglinear",
                           schedule=Schedule(0.95))
 
-    slos = [Slo("p90_ttft_ms", 60.0)]
-    slo_one, slo_two = fitted_slo_rate_table(model_set(1), slos), fitted_slo_rate_table(model_set(2),
-                                                                                        slos)
-    for column in ("cost_usd_per_1m_tok", "cost_at_cap_usd_per_1m_tok"):
-        assert slo_two[column].iloc[0] == pytest.approx(2 * slo_one[column].iloc[0]), column
     curve_one, curve_two = operating_curves(model_set(1)), operating_curves(model_set(2))
     assert curve_two.cost_usd_per_1m_tok.to_numpy() == pytest.approx(
         2 * curve_one.cost_usd_per_1m_tok.to_numpy())
 
 
 def test_replicas_double_the_cost_at_fitted_capacity_in_the_audit():
-    runs = pd.DataFrame({"model": "m", "gpu_name": ["RTX-4090", "H100-PCIe"], "gpu_count": 1,
-                         "request_rate_qps": 1.0, "total_token_throughput_tok_per_s": 100.0,
-                         "cost_usd_per_1m_tok": 1.0})
-
     def fitted(replicas_4090: int) -> pd.Series:
         capacity = pd.DataFrame({"model": "m", "gpu_name": ["RTX-4090", "H100-PCIe"],
                                  "gpu_count": 1, "replicas": [replicas_4090, 1],
                                  "capacity_tok_per_s": [1000.0, 2000.0]})
-        table = comparison_rows(runs, capacity)
-        return table[table.definition == "fitted capacity"].iloc[0]
+        return capacity_comparisons(capacity).iloc[0]
 
     one, two = fitted(1), fitted(2)
     # $0.25/h at 1000 tok/s = 3.6M tok/h
-    assert one.cost_usd_per_1m_tok_4090 == pytest.approx(0.25 / 3.6)
-    assert two.cost_usd_per_1m_tok_4090 == pytest.approx(2 * one.cost_usd_per_1m_tok_4090)
+    assert one.cost_usd_per_1m_tok == pytest.approx(0.25 / 3.6)
+    assert two.cost_usd_per_1m_tok == pytest.approx(2 * one.cost_usd_per_1m_tok)
     assert two.cost_usd_per_1m_tok_h100 == one.cost_usd_per_1m_tok_h100
+    assert two.hardware == "2 x (1x RTX-4090)"
 
 
 # --- energy and carbon ----------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from hgresearch.identity import hardware_label
 from hgresearch.report.figures.layout import spread_positions
@@ -15,7 +17,7 @@ _SCENARIO_TITLES = {"new": "New hardware (embodied carbon charged)",
                     "idle_consumer": "Idle consumer GPUs already bought (embodied sunk)"}
 
 
-def tokens_per_kwh_vs_qps(runs: pd.DataFrame, model: str) -> plt.Figure:
+def tokens_per_kwh_vs_qps(runs: pd.DataFrame, model: str) -> Figure:
     """Tokens per kWh per configuration across request rates: the paper's TDP model (line,
     markers) and the utilisation-based power-model bracket (shaded band).
 
@@ -49,7 +51,7 @@ def tokens_per_kwh_vs_qps(runs: pd.DataFrame, model: str) -> plt.Figure:
     return fig
 
 
-def carbon_stacked(carbon: pd.DataFrame) -> plt.Figure:
+def carbon_stacked(carbon: pd.DataFrame) -> Figure:
     """Operational + embodied g CO2e per 1M tokens per region, one bar per configuration,
     one panel per scenario (:func:`hgresearch.accounting.carbon.configuration_carbon`)."""
     apply_style()
@@ -90,7 +92,7 @@ def carbon_stacked(carbon: pd.DataFrame) -> plt.Figure:
 
 
 def break_even(totals: pd.DataFrame, grid: pd.DataFrame, crossings: pd.DataFrame,
-               zoom_g_per_kwh: float = 120.0) -> plt.Figure:
+               zoom_g_per_kwh: float = 120.0) -> Figure:
     """Total g CO2e per 1M tokens vs grid intensity for each configuration and scenario, the
     break-even intensities marked, the catalog's regions named on top; the right panel
     zooms on clean grids (0 to ``zoom_g_per_kwh``), where the ranking can flip.
@@ -131,7 +133,7 @@ def break_even(totals: pd.DataFrame, grid: pd.DataFrame, crossings: pd.DataFrame
     return fig
 
 
-def _region_labels(ax: plt.Axes, regions: pd.DataFrame, limit: float,
+def _region_labels(ax: Axes, regions: pd.DataFrame, limit: float,
                    fontsize: float = 6.5) -> None:
     """Region names above the axes, each joined by a leader to its intensity on the x axis;
     names of regions with close intensities are spread apart instead of overlapping."""
@@ -146,7 +148,7 @@ def _region_labels(ax: plt.Axes, regions: pd.DataFrame, limit: float,
                                 "shrinkA": 0, "shrinkB": 0})
 
 
-def efficiency_ratio_bracket(estimates: pd.DataFrame) -> plt.Figure:
+def efficiency_ratio_bracket(estimates: pd.DataFrame) -> Figure:
     """The paper's efficiency ratio under each energy estimate, with its bracket.
 
     ``estimates`` has ``estimate`` (label), ``ratio``, ``low``, ``high`` (NaN: no bracket).

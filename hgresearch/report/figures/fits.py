@@ -11,16 +11,18 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from hgresearch.fits.common import CONFIG_KEYS, config_label
 from hgresearch.fits.fit_all import ModelSet
 from hgresearch.fits.scaling import usl_throughput
 from hgresearch.report.figures.style import COUNT_MARKERS, apply_style, color_for
-from hgresearch.report.ratio_audit import CLAIMS
 
 
-def _panels(n: int, width: float = 3.2, height: float = 2.6, max_cols: int = 4):
+def _panels(n: int, width: float = 3.2, height: float = 2.6,
+            max_cols: int = 4) -> tuple[Figure, list[Axes]]:
     cols = min(max(n, 1), max_cols)
     rows = math.ceil(max(n, 1) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
@@ -29,7 +31,8 @@ def _panels(n: int, width: float = 3.2, height: float = 2.6, max_cols: int = 4):
     return fig, list(axes.flat)
 
 
-def _selected(models: ModelSet, model: str | None, configurations: list[str] | None):
+def _selected(models: ModelSet, model: str | None,
+              configurations: list[str] | None) -> list[tuple[object, ...]]:
     keys = []
     for key, fit in models.capacity_fits.items():
         label = config_label(fit.config)
@@ -41,7 +44,7 @@ def _selected(models: ModelSet, model: str | None, configurations: list[str] | N
     return keys
 
 
-def _runs_of(runs: pd.DataFrame, key: tuple) -> pd.DataFrame:
+def _runs_of(runs: pd.DataFrame, key: tuple[object, ...]) -> pd.DataFrame:
     mask = np.ones(len(runs), bool)
     for column, value in zip(CONFIG_KEYS, key, strict=True):
         mask &= (runs[column] == value).to_numpy()
@@ -49,7 +52,7 @@ def _runs_of(runs: pd.DataFrame, key: tuple) -> pd.DataFrame:
 
 
 def capacity_fits_figure(runs: pd.DataFrame, models: ModelSet, model: str | None = None,
-                         configurations: list[str] | None = None) -> plt.Figure:
+                         configurations: list[str] | None = None) -> Figure:
     """Achieved against offered rate per configuration: runs, fitted fixed-count curve, the
     curves at the ends of the capacity interval (band) and the steady-state capacity."""
     apply_style()
@@ -64,7 +67,8 @@ def capacity_fits_figure(runs: pd.DataFrame, models: ModelSet, model: str | None
         color = color_for(fit.config["gpu_name"])
         ax.plot(grid, grid, color="0.7", lw=0.8, ls=":", label="offered")
         ax.plot(grid, fit.predict_throughput_rps(grid, n), color=color, label="fit (N runs)")
-        lows, highs = [], []
+        lows: list[np.ndarray] = []
+        highs: list[np.ndarray] = []
         for mu in (fit.capacity_low_rps, fit.capacity_high_rps):
             if math.isfinite(mu):
                 other = type(fit)(**{**fit.__dict__, "capacity_rps": mu})
@@ -92,7 +96,7 @@ def capacity_fits_figure(runs: pd.DataFrame, models: ModelSet, model: str | None
     return fig
 
 
-def capacity_summary_figure(capacity: pd.DataFrame) -> plt.Figure:
+def capacity_summary_figure(capacity: pd.DataFrame) -> Figure:
     """Fitted capacity (tokens/s) with its 95 % interval for every configuration."""
     apply_style()
     data = capacity.sort_values(["model", "gpu_name", "gpu_count"]).reset_index(drop=True)
@@ -123,7 +127,7 @@ def capacity_summary_figure(capacity: pd.DataFrame) -> plt.Figure:
 
 def latency_fits_figure(runs: pd.DataFrame, models: ModelSet,
                         metrics: str | list[str] = "p90_ttft_ms", model: str | None = None,
-                        configurations: list[str] | None = None) -> plt.Figure:
+                        configurations: list[str] | None = None) -> Figure:
     """Latency against offered rate, one row per metric and one column per configuration:
     runs used (filled) and excluded as saturated (hollow), fitted curve and the 95 % band of
     its mean; an invalid fit (latency falling with load) is drawn dashed."""
@@ -170,7 +174,7 @@ def latency_fits_figure(runs: pd.DataFrame, models: ModelSet,
     return fig
 
 
-def scaling_figure(points: pd.DataFrame, summary: pd.DataFrame) -> plt.Figure:
+def scaling_figure(points: pd.DataFrame, summary: pd.DataFrame) -> Figure:
     """Capacity against GPU count (runs and pooled USL / Amdahl fits) and per-GPU efficiency."""
     apply_style()
     fig, (ax, ax_eff) = plt.subplots(1, 2, figsize=(9.0, 3.4))
@@ -210,7 +214,7 @@ def scaling_figure(points: pd.DataFrame, summary: pd.DataFrame) -> plt.Figure:
 
 
 def pareto_figure(curves: pd.DataFrame, frontier: pd.DataFrame, model: str,
-                  metric: str = "p90_ttft_ms") -> plt.Figure:
+                  metric: str = "p90_ttft_ms") -> Figure:
     """Cost per 1M tokens against predicted tail latency along each configuration's load
     range, and the Pareto frontier over them."""
     apply_style()
@@ -235,7 +239,7 @@ def pareto_figure(curves: pd.DataFrame, frontier: pd.DataFrame, model: str,
     return fig
 
 
-def roofline_figure(roofline: pd.DataFrame) -> plt.Figure:
+def roofline_figure(roofline: pd.DataFrame) -> Figure:
     """Achieved / bound for every run: decode (bandwidth/compute bound at the run's batch),
     prefill (compute bound on TTFT) and decode at the KV-cache-limited ceiling."""
     apply_style()
@@ -269,7 +273,7 @@ def roofline_figure(roofline: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def validation_figure(predictions: pd.DataFrame) -> plt.Figure:
+def validation_figure(predictions: pd.DataFrame) -> Figure:
     """Held-out prediction against measurement: throughput (±10 %) and TTFT p90 (±25 %)."""
     apply_style()
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.8))
@@ -300,34 +304,3 @@ def validation_figure(predictions: pd.DataFrame) -> plt.Figure:
     fig.tight_layout()
     return fig
 
-
-#: y axis of each audited ratio (columns of :func:`hgresearch.report.ratio_audit.comparison_rows`).
-AUDIT_Y_LABELS = {
-    "throughput_ratio": "tokens/s, 4090 config / H100 (ratio)",
-    "cost_reduction": "1 − cost per token 4090 / H100 (fraction)",
-    "tok_per_usd_ratio": "tokens per USD, 4090 config / H100 (ratio)",
-}
-
-
-def audit_figure(comparisons: pd.DataFrame) -> plt.Figure:
-    """RTX 4090 / H100 at matched offered load: throughput ratio, cost reduction and
-    throughput-per-dollar ratio per model and 4090 count, with the paper's claimed ranges."""
-    apply_style()
-    data = comparisons[comparisons.definition == "matched load, all rates"]
-    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
-    palette = plt.get_cmap("tab10")
-    models = sorted(data.model.unique())
-    for ax, (claim, kind, low, high) in zip(axes, CLAIMS, strict=True):
-        for (model, count), part in data.groupby(["model", "gpu_count_4090"], sort=True):
-            ax.plot(part.request_rate_qps, part[kind], color=palette(models.index(model)),
-                    marker=COUNT_MARKERS.get(int(count), "o"), ms=4, lw=1,
-                    label=f"{model.replace('DeepSeek-R1-Distill-', 'R1-')} {count}x")
-        ax.axhspan(low if low is not None else 0.0, high, color="gold", alpha=0.25,
-                   label="paper's claim")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("offered rate (req/s)")
-        ax.set_ylabel(AUDIT_Y_LABELS[kind])
-        ax.set_title(claim, fontsize=8.5)
-    axes[-1].legend(fontsize=5.5, ncol=1, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.tight_layout()
-    return fig

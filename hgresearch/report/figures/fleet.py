@@ -6,6 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axis import Axis
+from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from hgresearch.report.figures.style import apply_style, color_for
@@ -19,11 +21,11 @@ PLAN_STYLES = {
 }
 
 
-def _style(name: str) -> dict:
+def _style(name: str) -> dict[str, str]:
     return PLAN_STYLES.get(name, {"color": "#333333", "linestyle": "-", "marker": "x"})
 
 
-def _plain_log_axis(axis, ticks: list[float] | None = None) -> None:
+def _plain_log_axis(axis: Axis, ticks: list[float] | None = None) -> None:
     """Plain numbers (0.05, not 5×10⁻²) on a log axis; minor tick labels off."""
     if ticks is not None:
         axis.set_ticks(ticks)
@@ -33,7 +35,7 @@ def _plain_log_axis(axis, ticks: list[float] | None = None) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def cost_carbon_vs_demand(table: pd.DataFrame, title: str) -> plt.Figure:
+def cost_carbon_vs_demand(table: pd.DataFrame, title: str) -> Figure:
     """Cost (top) and carbon (bottom) per 1M tokens against the demand, one column per
     ``scenario``, one line per ``plan`` (log–log)."""
     apply_style()
@@ -68,7 +70,7 @@ def cost_carbon_vs_demand(table: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-def pareto(front: pd.DataFrame, baselines: pd.DataFrame, title: str) -> plt.Figure:
+def pareto(front: pd.DataFrame, baselines: pd.DataFrame, title: str) -> Figure:
     """The cost–carbon Pareto front (USD vs g CO₂e per 1M tokens) with the single-hardware
     baselines as separate markers (a baseline without a plan is left out)."""
     apply_style()
@@ -89,7 +91,7 @@ def pareto(front: pd.DataFrame, baselines: pd.DataFrame, title: str) -> plt.Figu
     return fig
 
 
-def day_plan(days: dict[str, pd.DataFrame], title: str) -> plt.Figure:
+def day_plan(days: dict[str, pd.DataFrame], title: str) -> Figure:
     """A day hour by hour: demand, grid intensity, and the GPUs of each configuration in every
     plan of ``days`` (name -> :func:`hgresearch.plan.hybrid_study.day_table`), stacked bars."""
     apply_style()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any, cast
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -22,7 +23,7 @@ from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.text import Annotation, Text
-from matplotlib.transforms import Bbox
+from matplotlib.transforms import Bbox, BboxBase
 
 #: Overlaps of at most this many pixels (at the figure's dpi) in either direction are touching,
 #: not overlapping: glyph boxes carry some padding.
@@ -54,7 +55,8 @@ def _visible(text: Text) -> bool:
 def _tick_labels_in_view(fig: Figure) -> tuple[set[int], set[int]]:
     """ids of tick labels that are drawn (their tick lies in the view interval) and of those
     that are not (matplotlib keeps labels of ticks just outside the limits, undrawn)."""
-    drawn, hidden = set(), set()
+    drawn: set[int] = set()
+    hidden: set[int] = set()
     for axis in fig.findobj(Axis):
         low, high = sorted(axis.get_view_interval())
         span = high - low
@@ -76,12 +78,20 @@ def _kind(text: Text, tick_labels: set[int]) -> str:
     return "label"
 
 
+def drawn_renderer(fig: Figure) -> RendererBase:
+    """Draw ``fig``'s canvas and return its renderer, which knows the drawn text extents."""
+    fig.canvas.draw()
+    # Every canvas that draws (Agg, which the style selects, and the notebooks' inline one)
+    # has get_renderer; the stub of the base class does not declare it.
+    renderer: RendererBase = cast(Any, fig.canvas).get_renderer()
+    return renderer
+
+
 def text_labels(fig: Figure, renderer: RendererBase | None = None) -> list[Label]:
     """Every visible, non-empty text drawn on ``fig`` (titles, axis and tick labels, legend
     texts, annotations) with its window extent. Draws the canvas when no renderer is given."""
     if renderer is None:
-        fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()
+        renderer = drawn_renderer(fig)
     drawn_ticks, hidden_ticks = _tick_labels_in_view(fig)
     labels = []
     for text in fig.findobj(Text):
@@ -107,7 +117,7 @@ def _legend_of(text: Text, fig: Figure) -> Legend | None:
 def _overlap(a: Bbox, b: Bbox, tolerance: float = TOLERANCE_PX) -> bool:
     width = min(a.x1, b.x1) - max(a.x0, b.x0)
     height = min(a.y1, b.y1) - max(a.y0, b.y0)
-    return width > tolerance and height > tolerance
+    return bool(width > tolerance and height > tolerance)
 
 
 def overlapping_labels(fig: Figure) -> list[tuple[Label, Label]]:
@@ -122,11 +132,11 @@ def _anchored_in_data(text: Text, ax: Axes) -> bool:
         coords = text.anncoords if text.anncoords is not None else text.xycoords
         if isinstance(coords, str) and coords.startswith("offset"):
             coords = text.xycoords
-        return coords == "data"
-    return text.get_transform() == ax.transData
+        return bool(coords == "data")
+    return bool(text.get_transform() == ax.transData)
 
 
-def _inside(box: Bbox, frame: Bbox) -> bool:
+def _inside(box: BboxBase, frame: BboxBase) -> bool:
     return (box.x0 >= frame.x0 - TOLERANCE_PX and box.x1 <= frame.x1 + TOLERANCE_PX
             and box.y0 >= frame.y0 - TOLERANCE_PX and box.y1 <= frame.y1 + TOLERANCE_PX)
 
@@ -135,8 +145,7 @@ def annotations_outside(fig: Figure) -> list[Label]:
     """Annotations and axes texts that leave their frame: the axes for a text placed in data
     coordinates (a value label pushed below the x axis collides with the tick labels), the
     figure for any other (cut off where the figure is shown)."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = drawn_renderer(fig)
     outside = []
     for ax in fig.axes:
         if not ax.get_visible():
@@ -156,9 +165,9 @@ def _data_points(ax: Axes) -> np.ndarray:
     points = [np.empty((0, 2))]
     for line in ax.lines:
         if isinstance(line, Line2D) and line.get_visible():
-            xy = line.get_xydata()
+            xy = np.asarray(line.get_xydata(), float)
             if line.get_transform() == ax.transData and len(xy):
-                points.append(ax.transData.transform(np.asarray(xy, float)))
+                points.append(ax.transData.transform(xy))
     for collection in ax.collections:
         if isinstance(collection, PathCollection) and collection.get_visible():
             offsets = np.asarray(collection.get_offsets(), float)
@@ -169,8 +178,7 @@ def _data_points(ax: Axes) -> np.ndarray:
 
 def legends_over_data(fig: Figure) -> list[str]:
     """Legends drawn inside an axes that cover a bar or a plotted point of that axes."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = drawn_renderer(fig)
     problems = []
     for ax in fig.axes:
         legend = ax.get_legend()
@@ -204,7 +212,7 @@ def _numeric_ticks(axis: Axis) -> bool:
 def axes_without_labels(fig: Figure) -> list[str]:
     """Axes with numbers on an axis but no label saying what and in which unit. A panel that
     shares that axis with a labelled panel (``sharex``/``sharey``) needs none."""
-    fig.canvas.draw()
+    drawn_renderer(fig)
     problems = []
     for ax in fig.axes:
         if not ax.get_visible() or not ax.axison:

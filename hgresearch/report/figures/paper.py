@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from hgresearch.report.figures.layout import spread_positions
 from hgresearch.report.figures.style import COUNT_MARKERS, apply_style, color_for
 
 
-def _hardware_style(points: pd.DataFrame, hardware: str) -> dict:
+def _hardware_style(points: pd.DataFrame, hardware: str) -> dict[str, Any]:
     row = points[points.hardware == hardware].iloc[0]
     shaded = points[points.gpu_name == row.gpu_name].gpu_count.nunique() > 1
     color = color_for(row.gpu_name, int(row.gpu_count) if shaded else None)
@@ -21,8 +25,8 @@ def _hardware_style(points: pd.DataFrame, hardware: str) -> dict:
 
 
 def figure1_scaling(points: pd.DataFrame, hardware: list[str], model: str,
-                    projection: dict | None = None,
-                    cost_table: bool | None = None) -> plt.Figure:
+                    projection: Mapping[str, Any] | None = None,
+                    cost_table: bool | None = None) -> Figure:
     """Target QPS (log2) vs achieved requests/s per configuration, the ideal line, the cost
     per 1M tokens of each point, and an optional projected replica point.
 
@@ -80,7 +84,7 @@ def figure1_scaling(points: pd.DataFrame, hardware: list[str], model: str,
     return fig
 
 
-def _cost_table(ax: plt.Axes, points: pd.DataFrame, hardware: list[str]) -> None:
+def _cost_table(ax: Axes, points: pd.DataFrame, hardware: list[str]) -> None:
     """Cost per 1M tokens per configuration (rows, in the configuration's colour) and QPS."""
     ax.axis("off")
     grid = points.pivot_table(index="hardware", columns="request_rate_qps",
@@ -96,7 +100,7 @@ def _cost_table(ax: plt.Axes, points: pd.DataFrame, hardware: list[str]) -> None
             cell.get_text().set_color(_hardware_style(points, hardware[row - 1])["color"])
 
 
-def _cost_labels(ax: plt.Axes, points: pd.DataFrame, fontsize: float = 6.5) -> None:
+def _cost_labels(ax: Axes, points: pd.DataFrame, fontsize: float = 6.5) -> None:
     """Cost labels right of each point in the point's colour; labels at one QPS that would
     overlap are spread apart vertically (kept inside the axes) with a leader to their point.
     Call after the layout is final: the spacing is computed in points."""
@@ -121,7 +125,7 @@ def _cost_labels(ax: plt.Axes, points: pd.DataFrame, fontsize: float = 6.5) -> N
 
 def ttft_percentiles_vs_qps(runs: pd.DataFrame, hardware: list[str], model: str,
                             percentiles: tuple[str, ...] = ("p50", "p90", "p99"),
-                            slo_ms: float | None = None) -> plt.Figure:
+                            slo_ms: float | None = None) -> Figure:
     """TTFT percentiles vs offered QPS per configuration, one panel per percentile, log y."""
     apply_style()
     fig, axes = plt.subplots(1, len(percentiles), figsize=(9.6, 3.4), sharey=True)
@@ -146,7 +150,7 @@ def ttft_percentiles_vs_qps(runs: pd.DataFrame, hardware: list[str], model: str,
     return fig
 
 
-def cost_vs_qps(runs: pd.DataFrame, hardware: list[str], model: str) -> plt.Figure:
+def cost_vs_qps(runs: pd.DataFrame, hardware: list[str], model: str) -> Figure:
     """Cost per 1M tokens (input+output) vs offered QPS per configuration."""
     apply_style()
     fig, ax = plt.subplots()
@@ -168,7 +172,7 @@ def cost_vs_qps(runs: pd.DataFrame, hardware: list[str], model: str) -> plt.Figu
 
 
 def throughput_ratio_heatmap(ratios: pd.DataFrame, reference: str = "1x H100-PCIe"
-                             ) -> plt.Figure:
+                             ) -> Figure:
     """Heatmap of challenger/reference throughput per (model, GPU count) row and QPS column,
     blue above 1 (the challenger is faster), red below.
 

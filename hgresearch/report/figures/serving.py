@@ -7,6 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.artist import Artist
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -19,7 +21,7 @@ LATENCY_LABELS = {"ttft_ms": "time to first token (ms)",
                   "e2el_ms": "end-to-end latency (ms)"}
 
 
-def achieved_vs_offered(runs: pd.DataFrame, title: str) -> plt.Figure:
+def achieved_vs_offered(runs: pd.DataFrame, title: str) -> Figure:
     """Offered QPS (log2) vs achieved requests/s (left) and output tokens/s (right): every
     repeat as a dot, the mean over repeats as a line, the ideal line dashed."""
     apply_style()
@@ -47,7 +49,7 @@ def achieved_vs_offered(runs: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-def client_vs_server_ttft(crosscheck: pd.DataFrame, title: str) -> plt.Figure:
+def client_vs_server_ttft(crosscheck: pd.DataFrame, title: str) -> Figure:
     """TTFT p50/p99 per offered QPS as the client saw it and as the server's histogram has it
     (``crosscheck`` from :func:`hgresearch.accounting.crosscheck.server_crosscheck`; mean over
     repeats)."""
@@ -75,7 +77,7 @@ def client_vs_server_ttft(crosscheck: pd.DataFrame, title: str) -> plt.Figure:
 def latency_ecdf_per_qps(requests: pd.DataFrame, title: str,
                          columns: tuple[str, ...] = ("ttft_ms", "tpot_ms"),
                          slo_ms: dict[str, float] | None = None,
-                         confidence: float = 0.95) -> plt.Figure:
+                         confidence: float = 0.95) -> Figure:
     """Empirical CDF of each per-request latency per offered QPS (repeats pooled), log x, with
     the simultaneous ``confidence`` band of each curve (DKW,
     :func:`hgresearch.accounting.crosscheck.ecdf_band`)
@@ -104,7 +106,7 @@ def latency_ecdf_per_qps(requests: pd.DataFrame, title: str,
         ax.set_xlabel(LATENCY_LABELS.get(column, column) + ", log scale")
         ax.set_ylabel("fraction of requests at or below x")
         ax.set_ylim(0, 1.02)
-    handles = [Line2D([], [], color=palette[rate], linewidth=1.2,
+    handles: list[Artist] = [Line2D([], [], color=palette[rate], linewidth=1.2,
                       label=f"{rate:g} QPS ({counts[rate]} requests)") for rate in rates]
     handles.append(Patch(color="0.6", alpha=0.3,
                          label=f"{confidence:.0%} band (DKW, per curve)"))

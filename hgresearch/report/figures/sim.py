@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
 
@@ -20,7 +21,7 @@ _PANELS = {"request_throughput_rps": ("request throughput", "req/s"),
 
 def sim_validation_figure(points: pd.DataFrame, goals_pct: dict[str, float],
                           mape_pct: dict[str, float],
-                          noise_pct: dict[str, float] | None = None) -> plt.Figure:
+                          noise_pct: dict[str, float] | None = None) -> Figure:
     """Predicted (leave-one-QPS-out) vs measured, one panel per metric, log-log: the identity
     line, the goal band (± goal %, dashed) where the metric has a goal, one colour per GPU
     type and count; each title gives the MAPE (``mape_pct``, as the validation table computes
@@ -82,7 +83,7 @@ ALONE_COLOR = "#7f7f7f"
 
 
 def routing_comparison_figure(interval: pd.DataFrame,
-                              limits_ms: tuple[float, ...] = (500.0, 2000.0)) -> plt.Figure:
+                              limits_ms: tuple[float, ...] = (500.0, 2000.0)) -> Figure:
     """The routing comparison (``hgresearch.sim.routing_study.seed_interval``'s table): one column
     per
     fleet; top, p99 TTFT against the offered rate per policy (median over seeds, band = range

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless and deterministic; notebooks still display the returned figure
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from hgresearch.report.figures.layout import FigureLayoutWarning, layout_problems  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 #: Colour per normalized GPU name, shared by every figure.
 GPU_COLORS = {
@@ -30,7 +35,7 @@ COUNT_MARKERS = {1: "o", 2: "s", 4: "^", 8: "D"}
 #: Shade of a GPU's colour per GPU count (see :func:`color_for`).
 COUNT_SHADES = {1: 0.55, 2: 0.25, 4: -0.15, 8: -0.5}
 
-RC = {
+RC: dict[RcKeyType, Any] = {
     "figure.figsize": (6.4, 4.0),
     "figure.dpi": 100,
     "savefig.dpi": 150,
@@ -66,10 +71,10 @@ def color_for(gpu_name: str, gpu_count: int | None = None) -> str:
     shade = COUNT_SHADES.get(int(gpu_count), 0.0)
     rgb = to_rgb(base)
     mixed = [c + (1 - c) * shade if shade > 0 else c * (1 + shade) for c in rgb]
-    return to_hex(mixed)
+    return to_hex((mixed[0], mixed[1], mixed[2]))
 
 
-def save_figure(fig: plt.Figure, stem: str | Path, check_layout: bool = True) -> list[Path]:
+def save_figure(fig: Figure, stem: str | Path, check_layout: bool = True) -> list[Path]:
     """Save ``<stem>.png`` and ``<stem>.pdf`` without dates or software versions, so the same
     figure gives the same bytes every time. Returns the paths.
 

@@ -1,4 +1,5 @@
-"""TDP model (the paper's Table 3), utilisation-based power model and the power catalog."""
+"""TDP model, utilisation-based power model and the power catalog (the paper's Table 3 built
+from them: tests/unit/report/test_paper_tables.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 
 from hgresearch.accounting import energy
 from hgresearch.data import catalogs
-from hgresearch.data.ingest import read_runs, select_repeats
+from hgresearch.data.ingest import read_runs
 from hgresearch.errors import InputError
+from hgresearch.units import tokens_per_h
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +23,7 @@ def all_runs(reference_dir):
 
 def test_tdp_formulas_against_hand_computed_numbers():
     # 1000 tok/s for an hour = 3.6 M tokens; 500 W for an hour = 0.5 kWh -> 7.2 M tok/kWh.
-    assert energy.tokens_per_h(1000.0) == 3.6e6
+    assert tokens_per_h(1000.0) == 3.6e6
     assert energy.kwh_per_h(500.0) == 0.5
     assert energy.tokens_per_kwh(1000.0, 500.0) == pytest.approx(7.2e6)
     # 242 g/kWh over 7.2 M tok/kWh = 33.61 g per 1M tokens.
@@ -54,33 +56,6 @@ def test_add_tdp_energy_small_frame():
     assert row.tdp_g_co2_per_1m_tok == pytest.approx(100 / 3.6)
 
 
-def test_table3_reproduces_the_paper_from_raw_runs(all_runs):
-    runs = select_repeats(all_runs, "first")
-    t3 = energy.table3(runs)
-    h100, rtx = t3.iloc[0], t3.iloc[1]
-    assert (h100.Hardware, rtx.Hardware) == ("1x H100-PCIe", "2x RTX-4090")
-    # First run of the 14B H100 16-QPS point: 3011.13 tok/s -> 10.84 M tok/h over 0.7 kWh.
-    assert h100["Tokens/s"] == pytest.approx(3011.13, abs=0.01)
-    assert h100["Tokens per kWh (M)"] == pytest.approx(15.486, abs=0.001)
-    assert rtx["Tokens per kWh (M)"] == pytest.approx(5.002, abs=0.001)  # paper: ~5.0 M
-    assert round(h100["Efficiency ratio"], 1) == 3.1  # paper: "H100 ~3.1x more efficient"
-    assert rtx["Efficiency ratio"] == 1.0
-    assert h100["g CO2 per 1M tokens"] == pytest.approx(242 / 15.486, rel=1e-3)
-    # The paper's "~15.4 M": the mean of the two repeats rounds to it.
-    repeats = energy.table3_repeats(all_runs)
-    h100_repeats = repeats[repeats.hardware == "1x H100-PCIe"].tdp_tok_per_kwh
-    assert len(h100_repeats) == 2
-    assert round(h100_repeats.mean() / 1e6, 1) == 15.4
-    # The H100 PCIe's real 350 W limit doubles the ratio.
-    datasheet = energy.table3(runs, tdp="datasheet")
-    assert datasheet["Efficiency ratio"].max() == pytest.approx(2 * h100["Efficiency ratio"])
-
-
-def test_pick_configurations_names_a_missing_point(all_runs):
-    with pytest.raises(KeyError, match="3x RTX-4090"):
-        energy.pick_configurations(all_runs, energy.PAPER_TABLE3_MODEL, [("RTX-4090", 3, 4.0)])
-
-
 def test_every_reference_run_gets_tdp_and_bracket(all_runs):
     out = energy.energy_per_run(all_runs)
     assert len(out) == 130
@@ -94,16 +69,6 @@ def test_every_reference_run_gets_tdp_and_bracket(all_runs):
     assert out.measured_energy_per_tok_j.isna().all()
     assert out.measured_energy_source.isna().all()
     assert out.load_frac.between(0, 1).all()
-
-
-def test_ratio_estimates_bracket(all_runs):
-    per_point = energy.energy_per_run(select_repeats(all_runs, "first"))
-    est = energy.ratio_estimates(per_point).set_index("estimate")
-    assert est.ratio.iloc[0] == pytest.approx(3.0957, abs=1e-3)
-    assert est.ratio.iloc[1] == pytest.approx(6.1914, abs=1e-3)
-    model = est.iloc[2]
-    assert model.low < model.ratio < model.high
-    assert est.iloc[3].low >= model.low and est.iloc[3].high <= model.high
 
 
 def test_power_model_hand_computed():
@@ -133,7 +98,7 @@ def test_add_power_model_load_and_unknown_gpu():
 
 
 def test_power_model_catalog_is_sourced_and_ordered():
-    table = energy.power_model_catalog()
+    table = catalogs.power_model_catalog()
     assert {"H100-PCIe", "RTX-4090"} <= set(table.gpu_name)
     assert table.source.str.len().gt(10).all() and table.date.notna().all()
     assert (table.p_idle_high_w < table.p_max_low_w).all()
@@ -143,9 +108,9 @@ def test_power_model_catalog_is_sourced_and_ordered():
 def data_dir(tmp_path, monkeypatch):
     """Point the catalog loaders at a temporary catalog folder (restores caches after)."""
     monkeypatch.setattr(catalogs, "CATALOG_DIR", tmp_path)
-    energy.power_model_catalog.cache_clear()
+    catalogs.power_model_catalog.cache_clear()
     yield tmp_path
-    energy.power_model_catalog.cache_clear()
+    catalogs.power_model_catalog.cache_clear()
 
 
 HEADER = ("gpu_name,p_idle_w,p_idle_low_w,p_idle_high_w,p_max_w,p_max_low_w,p_max_high_w,"
@@ -161,6 +126,6 @@ HEADER = ("gpu_name,p_idle_w,p_idle_low_w,p_idle_high_w,p_max_w,p_max_low_w,p_ma
 def test_power_model_catalog_errors_name_line_and_field(data_dir, row, field):
     (data_dir / "power_model.csv").write_text(HEADER + row + "\n")
     with pytest.raises(InputError) as err:
-        energy.power_model_catalog()
+        catalogs.power_model_catalog()
     assert err.value.field == field
     assert err.value.line == 2

@@ -7,7 +7,8 @@ import inspect
 import pandas as pd
 import pytest
 
-from hgresearch.accounting import carbon, energy
+from hgresearch.accounting import carbon
+from hgresearch.accounting.energy import measured, power_model, tdp
 from hgresearch.data import catalogs
 from hgresearch.errors import InputError
 
@@ -35,10 +36,11 @@ def test_every_catalog_file_has_a_loader_in_catalogs():
 def test_energy_and_carbon_read_no_catalog_themselves():
     """The power model and carbon catalogs are loaded by the catalogs package only; energy and
     carbon use those loaders (the names they expose are the same functions)."""
-    assert energy.power_model_catalog is catalogs.power_model_catalog
+    assert power_model.power_model_catalog is catalogs.power_model_catalog
+    assert tdp.hardware_catalog is catalogs.hardware_catalog
     assert carbon.grid_catalog is catalogs.grid_catalog
     assert carbon.embodied_catalog is catalogs.embodied_catalog
-    for module in (energy, carbon):
+    for module in (tdp, power_model, measured, carbon):
         source = inspect.getsource(module)
         assert "read_catalog" not in source, module.__name__
         for name in LOADERS:

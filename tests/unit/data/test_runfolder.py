@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from energy_fixtures import make_run_folder
 
-from hgresearch.accounting import energy
+from hgresearch.accounting.energy import measured
 from hgresearch.bench import telemetry
 from hgresearch.data import runfolder
 from hgresearch.data.runfolder import (
@@ -38,8 +38,8 @@ def test_one_telemetry_reader_and_one_column_list():
     """The sampler writes and the analysis reads the same columns, defined once."""
     assert telemetry.TELEMETRY_COLUMNS is runfolder.TELEMETRY_COLUMNS
     assert not hasattr(telemetry, "read_telemetry")
-    assert not hasattr(energy, "read_telemetry") or energy.read_telemetry is read_telemetry
-    assert not hasattr(energy, "TELEMETRY_COLUMNS")
+    assert measured.read_telemetry is read_telemetry
+    assert not hasattr(measured, "TELEMETRY_COLUMNS")
 
 
 def test_missing_or_header_only_telemetry_is_an_empty_table(tmp_path):

@@ -1,7 +1,7 @@
 """Reproduction audit (:mod:`hgresearch.report.audit`): a small constructed case for each
 explanation kind (repeat run, rounding chain, mean of repeats, mislabel, projection,
-unexplained), the claim verdict rule, the ratio audit's named-configuration ranking, and the
-known verdicts on the paper's reference runs."""
+unexplained), the claim verdict rule, the repeat policy of the comparisons, the definition
+search's named-configuration ranking, and the known verdicts on the paper's reference runs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from hgresearch.data.catalogs import (
     printed_table3,
 )
 from hgresearch.report import audit
-from hgresearch.report.ratio_audit import audit_verdicts
 
 
 def _row(printed: dict, runs: list[dict], decimals: int = 2) -> audit.PrintedRow:
@@ -120,19 +119,47 @@ def test_claim_verdict_rule():
     assert audit.claim_verdict([untestable])[0] == audit.VERDICT_NOT_TESTABLE
 
 
-def test_ratio_audit_ranks_the_configuration_the_claim_names():
+def test_definition_search_ranks_the_configuration_the_claim_names():
     """Before: the closest definition needed >= 4 rows, so a 1x scope hid the named 4x one."""
-    base = {"claim": "throughput 62–78% of H100", "share_supporting": 1.0,
+    base = {"id": "C1", "claim": "throughput 62–78% of H100", "share_supporting": 1.0,
             "reproduces_claim": False, "contradicting_rows": "", "observed_min": 0.6,
             "observed_max": 0.7}
-    audit_rows = pd.DataFrame([
+    search = pd.DataFrame([
         {**base, "definition": "matched load @ 16 req/s", "scope": "1x 4090", "n_rows": 4,
          "endpoint_gap": 0.01},
         {**base, "definition": "matched load @ 16 req/s", "scope": "4x 4090", "n_rows": 1,
          "endpoint_gap": 0.05}])
-    verdict = audit_verdicts(audit_rows).iloc[0]
-    assert verdict.best_definition == "matched load @ 16 req/s (4x 4090)"
-    assert verdict.named_configuration == "4x 4090"
+    closest = audit.closest_definitions(search).iloc[0]
+    assert closest.best_definition == "matched load @ 16 req/s (4x 4090)"
+    assert closest.named_configuration == "4x 4090"
+
+
+def _repeated_point_runs() -> pd.DataFrame:
+    """One model on 1x H100 and 2x RTX 4090 at 4 QPS; the H100 point measured twice."""
+    rows = []
+    for hardware, gpu, count, repeat, tok_per_s in (("1x H100-PCIe", "H100-PCIe", 1, 0, 1000.0),
+                                                    ("1x H100-PCIe", "H100-PCIe", 1, 1, 3000.0),
+                                                    ("2x RTX-4090", "RTX-4090", 2, 0, 500.0)):
+        rows.append({"model": "m", "dataset": "d", "hardware": hardware, "gpu_name": gpu,
+                     "gpu_count": count, "tensor_parallel_size": count, "replicas": 1,
+                     "num_prompts": 200, "burstiness": 1.0, "max_concurrency": None,
+                     "request_rate_qps": 4.0, "repeat_index": repeat,
+                     "repeat_count": 2 if gpu == "H100-PCIe" else 1, "duration_s": 100.0,
+                     "total_input_tok": tok_per_s * 50, "total_output_tok": tok_per_s * 50,
+                     "total_token_throughput_tok_per_s": tok_per_s, "p99_ttft_ms": 50.0})
+    return pd.DataFrame(rows)
+
+
+def test_comparisons_follow_the_repeat_policy():
+    """A repeated point is its first run in every comparison (the mean would give 0.25)."""
+    assert audit.REPEAT_POLICY == "first"
+    table = audit.comparisons(_repeated_point_runs())
+    assert set(table.definition) == {"matched load @ 4 req/s", "matched load, all rates",
+                                     "peak measured"}
+    assert table.throughput_ratio.tolist() == pytest.approx([0.5, 0.5, 0.5])
+    # 2 GPUs x $0.25/h against 1 x $2.00/h
+    assert table.hourly_price_ratio.tolist() == pytest.approx([0.25, 0.25, 0.25])
+    assert table.label.iloc[0] == "m 2x RTX-4090 @ 4 QPS"
 
 
 def test_printed_catalog_keeps_sources_and_printed_decimals():
@@ -246,3 +273,16 @@ def test_break_even_evidence_names_the_grid_below_which_reuse_wins(tmp_path):
     assert "below 18 g CO2/kWh (paper's TDP model" in evidence
     assert "11–97 g CO2/kWh" in evidence
     assert "bought new, the consumer cards are never lower" in evidence
+
+
+def test_definition_search_on_reference(reference_runs):
+    """The 'up to 75%' saving is the 2x RTX 4090 at matched load; at 1 req/s every
+    configuration keeps up, so the throughput ratio is about 1."""
+    every = audit.comparisons(reference_runs, audit.fitted_capacity(reference_runs))
+    assert set(every.definition) >= {"matched load, all rates", "peak measured",
+                                     "fitted capacity"}
+    closest = audit.closest_definitions(audit.definition_search(every)).set_index("id")
+    assert "2x 4090" in closest.loc["C2", "reproduced_by"]
+    assert closest.loc["C1", "named_configuration"] == "4x 4090"
+    at_one = every[every.definition == "matched load @ 1 req/s"]
+    assert at_one.throughput_ratio.between(0.97, 1.03).all()

@@ -2,7 +2,7 @@
 stay inside their axes and no legend covers data (:mod:`hgresearch.report.figures.layout`).
 
 The figures are built from the paper's raw results and the committed CPU sweep with the same
-library calls as notebooks 03-06 and their default parameters (slow: the model fits and the
+library calls as notebooks 03-06 and 09 and their default parameters (slow: the model fits and the
 bootstrap take a while)."""
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from hgresearch.accounting import carbon, energy
 from hgresearch.accounting.crosscheck import requests_of_runs, server_crosscheck
 from hgresearch.data.ingest import read_runs, select_repeats
 from hgresearch.fits import ModelWarning
 from hgresearch.fits.slo import default_slos
 from hgresearch.paths import REPO_ROOT
+from hgresearch.report import audit
+from hgresearch.report import energy as energy_report
 from hgresearch.report import paper_tables as paper
+from hgresearch.report.figures import audit as audit_figures
 from hgresearch.report.figures import energy as energy_figures
 from hgresearch.report.figures import fits as model_figures
 from hgresearch.report.figures import paper as paper_figures
@@ -35,7 +37,7 @@ from hgresearch.report.figures.layout import (
     spread_positions,
 )
 from hgresearch.report.figures.style import COUNT_SHADES, color_for, save_figure
-from hgresearch.report.fits import analyse, select_configurations
+from hgresearch.report.fits import analyse_models, select_configurations
 
 CPU_SWEEP = REPO_ROOT / "data" / "raw" / "cpu-tiny"
 
@@ -74,11 +76,11 @@ def notebook03(runs) -> dict[str, Callable[[], plt.Figure]]:
 def notebook04(runs, tmp_path_factory) -> dict[str, Callable[[], plt.Figure]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)
-        report = analyse(runs, scenario="alternative",
-                         slos=default_slos([50, 100, 200, 500, 1000, 2000, 5000],
-                                           ["p90_ttft_ms", "p99_ttft_ms"]),
-                         latency_form="loglinear", drain="constant",
-                         build_dir=tmp_path_factory.mktemp("build04"))
+        report = analyse_models(runs, scenario="alternative",
+                                slos=default_slos([50, 100, 200, 500, 1000, 2000, 5000],
+                                                  ["p90_ttft_ms", "p99_ttft_ms"]),
+                                latency_form="loglinear", drain="constant",
+                                build_dir=tmp_path_factory.mktemp("build04"))
     models = report.models
     shown = select_configurations(models.capacity, MODEL_04, []).configuration.tolist()
     return {
@@ -95,30 +97,23 @@ def notebook04(runs, tmp_path_factory) -> dict[str, Callable[[], plt.Figure]]:
                                                              MODEL_04, "p90_ttft_ms"),
         "models_roofline": lambda: model_figures.roofline_figure(report.roofline),
         "models_validation": lambda: model_figures.validation_figure(report.predictions),
-        "models_ratio_audit": lambda: model_figures.audit_figure(report.comparisons),
     }
 
 
 @pytest.fixture(scope="module")
 def notebook05(reference_dir) -> dict[str, Callable[[], plt.Figure]]:
     all_runs = read_runs(reference_dir, relative_to=reference_dir)
-    per_point = energy.energy_per_run(select_repeats(all_runs, "first"), tdp="paper",
-                                      grid_g_per_kwh=242.0, seed=0)
-    configs = [("H100-PCIe", 1, 16.0), ("RTX-4090", 2, 4.0)]
-    estimates = energy.ratio_estimates(per_point, MODEL_03, configs)
-    chosen = energy.pick_configurations(per_point, MODEL_03, configs)
-    table = carbon.configuration_carbon(chosen, GRID_REGIONS_05, lifetime_years=4.0,
-                                        utilisation=0.5, energy_column="tdp_energy_per_tok_j")
-    grid = carbon.grid_catalog().set_index("region").loc[GRID_REGIONS_05].reset_index()
-    totals = carbon.totals_vs_intensity(table, np.linspace(0, 800, 161))
+    report = energy_report.analyse_energy(
+        all_runs, model=MODEL_03, configurations=[("H100-PCIe", 1, 16.0), ("RTX-4090", 2, 4.0)],
+        grid_regions=GRID_REGIONS_05)
     return {
         "energy_efficiency_ratio_bracket": lambda: energy_figures.efficiency_ratio_bracket(
-            estimates),
+            report.estimates),
         "energy_tokens_per_kwh_vs_qps": lambda: energy_figures.tokens_per_kwh_vs_qps(
-            per_point, MODEL_03),
-        "carbon_stacked_per_region": lambda: energy_figures.carbon_stacked(table),
+            report.per_point, MODEL_03),
+        "carbon_stacked_per_region": lambda: energy_figures.carbon_stacked(report.carbon),
         "carbon_break_even": lambda: energy_figures.break_even(
-            totals, grid, carbon.break_even_table(table)),
+            report.totals, report.grid, report.crossings),
     }
 
 
@@ -141,16 +136,22 @@ def notebook06() -> dict[str, Callable[[], plt.Figure]]:
     }
 
 
+@pytest.fixture(scope="module")
+def notebook09(runs) -> dict[str, Callable[[], plt.Figure]]:
+    every = audit.comparisons(runs, audit.fitted_capacity(runs))
+    return {"audit_ratio_claims": lambda: audit_figures.ratio_claims_figure(every)}
+
+
 FIGURES = {
     "notebook03": ["figure1_scaling", "figure1_scaling_all_configurations",
                    "ttft_percentiles_vs_qps", "cost_vs_qps", "throughput_ratio_heatmap"],
     "notebook04": ["models_capacity_fits", "models_capacity_summary", "models_latency",
-                   "models_scaling", "models_pareto", "models_roofline", "models_validation",
-                   "models_ratio_audit"],
+                   "models_scaling", "models_pareto", "models_roofline", "models_validation"],
     "notebook05": ["energy_efficiency_ratio_bracket", "energy_tokens_per_kwh_vs_qps",
                    "carbon_stacked_per_region", "carbon_break_even"],
     "notebook06": ["cpu_sweep_achieved_vs_offered", "cpu_sweep_ttft_percentiles_vs_qps",
                    "cpu_sweep_client_vs_server_ttft", "cpu_sweep_latency_ecdf"],
+    "notebook09": ["audit_ratio_claims"],
 }
 
 
@@ -222,7 +223,8 @@ def test_legend_over_a_bar_is_found():
 
 
 def test_panel_without_a_y_label_is_found_unless_it_shares_a_labelled_axis():
-    """models_ratio_audit had numbers on three y axes and a label on one."""
+    """audit_ratio_claims (then models_ratio_audit) had numbers on three y axes and a label on
+    one."""
     fig, axes = plt.subplots(1, 2)
     for ax in axes:
         ax.plot([1, 2], [0.5, 0.7])

@@ -1,4 +1,5 @@
-"""Table 1, Table 2 and the figure data, checked against the raw files themselves."""
+"""Table 1, Table 2, Table 3 (with its ratio under every energy estimate) and the figure data,
+checked against the raw files themselves."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 
 import pytest
 
+from hgresearch.accounting import energy
+from hgresearch.data.ingest import select_repeats
 from hgresearch.report import paper_tables as paper
 from hgresearch.report.writers import write_table
 
@@ -87,3 +90,51 @@ def test_unknown_model_or_hardware(reference_runs):
         paper.table2_cost_performance(reference_runs, model="GPT-5")
     with pytest.raises(KeyError, match="has no runs on"):
         paper.table2_cost_performance(reference_runs, hardware=["1x H200"])
+
+
+def test_table3_reproduces_the_paper_from_raw_runs(reference_runs):
+    runs = select_repeats(reference_runs, "first")
+    t3 = paper.table3(runs)
+    h100, rtx = t3.iloc[0], t3.iloc[1]
+    assert (h100.Hardware, rtx.Hardware) == ("1x H100-PCIe", "2x RTX-4090")
+    # First run of the 14B H100 16-QPS point: 3011.13 tok/s -> 10.84 M tok/h over 0.7 kWh.
+    assert h100["Tokens/s"] == pytest.approx(3011.13, abs=0.01)
+    assert h100["Tokens per kWh (M)"] == pytest.approx(15.486, abs=0.001)
+    assert rtx["Tokens per kWh (M)"] == pytest.approx(5.002, abs=0.001)  # paper: ~5.0 M
+    assert round(h100["Efficiency ratio"], 1) == 3.1  # paper: "H100 ~3.1x more efficient"
+    assert rtx["Efficiency ratio"] == 1.0
+    assert h100["g CO2 per 1M tokens"] == pytest.approx(242 / 15.486, rel=1e-3)
+    # The paper's "~15.4 M": the mean of the two repeats rounds to it.
+    repeats = paper.table3_repeats(reference_runs)
+    h100_repeats = repeats[repeats.hardware == "1x H100-PCIe"].tdp_tok_per_kwh
+    assert len(h100_repeats) == 2
+    assert round(h100_repeats.mean() / 1e6, 1) == 15.4
+    # The H100 PCIe's real 350 W limit doubles the ratio.
+    datasheet = paper.table3(runs, tdp="datasheet")
+    assert datasheet["Efficiency ratio"].max() == pytest.approx(2 * h100["Efficiency ratio"])
+
+
+def test_pick_configurations_names_a_missing_point(reference_runs):
+    with pytest.raises(KeyError, match="3x RTX-4090"):
+        paper.pick_configurations(reference_runs, paper.PAPER_MODEL, [("RTX-4090", 3, 4.0)])
+
+
+def test_table3_note_gives_every_repeat(reference_runs):
+    note = paper.table3_repeat_note(reference_runs, repeat_policy="first")
+    assert "Repeated points use the first of repeated runs as listed in the result file" in note
+    h100 = paper.table3_repeats(reference_runs)
+    h100 = h100[h100.hardware == "1x H100-PCIe"].tdp_tok_per_kwh / 1e6
+    assert f"1x H100-PCIe: {h100.iloc[0]:.2f} / {h100.iloc[1]:.2f} M" in note
+    assert "2x RTX-4090:" not in note  # measured once: nothing to compare
+    assert "the mean of repeated runs" in paper.table3_repeat_note(reference_runs,
+                                                                   repeat_policy="mean")
+
+
+def test_ratio_estimates_bracket(reference_runs):
+    per_point = energy.energy_per_run(select_repeats(reference_runs, "first"))
+    est = paper.ratio_estimates(per_point).set_index("estimate")
+    assert est.ratio.iloc[0] == pytest.approx(3.0957, abs=1e-3)
+    assert est.ratio.iloc[1] == pytest.approx(6.1914, abs=1e-3)
+    model = est.iloc[2]
+    assert model.low < model.ratio < model.high
+    assert est.iloc[3].low >= model.low and est.iloc[3].high <= model.high
