@@ -20,7 +20,9 @@ instead of correcting the data. A run's duration is
 
 So μ is the sustained completion rate of a saturated fixed-count run. It includes the run's
 own ramp-up and tail, which makes it a *conservative* capacity: with ``drain="constant"`` a
-tail that keeps growing with load is read as saturation. When the latency data show no
+tail that keeps growing with load is read as saturation. It is never below the best completion
+rate a run of the configuration achieved (``N/D ≤ μ`` for every run: the fit's lower bound on
+μ), so no published capacity contradicts a measurement. When the latency data show no
 queueing at the highest rate, the capacity table says so (``capacity_is_lower_bound``).
 
 Fits use :func:`scipy.optimize.least_squares` on relative duration errors (several starts);
@@ -207,7 +209,9 @@ class _Problem:
         self.n_drain = 2 if drain == "log" else 1
         self.top = float((n / duration).max())
         finite = rate[np.isfinite(rate)]
-        self.mu_min = 0.2 * self.top
+        # A work-conserving server needs at least N/μ for N requests, so no fixed-count run can
+        # complete faster than μ: the best measured completion rate bounds μ from below.
+        self.mu_min = self.top
         self.mu_max = MU_SEARCH_FACTOR * (finite.max() if finite.size else self.top)
         self.d_max = 10.0 * float(duration.max())
 
@@ -314,7 +318,7 @@ def fit_saturation(runs: pd.DataFrame, schedule: Schedule | None = None,
         high = math.inf if log_high >= math.log(problem.mu_max) - 1e-9 else math.exp(log_high)
         low = math.exp(log_low)
         if log_low <= math.log(problem.mu_min) + 1e-9:
-            notes.append("capacity not bounded below by the data")
+            notes.append("capacity bounded below only by the best measured completion rate")
     rms = math.sqrt(ssr_min / len(rate))
     if rms > 0.05:
         notes.append(f"poor fit: rms relative duration error {100 * rms:.1f} %")

@@ -100,7 +100,7 @@ def capacity_summary_figure(capacity: pd.DataFrame) -> Figure:
     """Fitted capacity (tokens/s) with its 95 % interval for every configuration."""
     apply_style()
     data = capacity.sort_values(["model", "gpu_name", "gpu_count"]).reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(6.4, 0.28 * len(data) + 1.0))
+    fig, ax = plt.subplots(figsize=(8.4, 0.28 * len(data) + 1.0))
     y = np.arange(len(data))
     for i, row in data.iterrows():
         color = color_for(row.gpu_name)
@@ -119,7 +119,12 @@ def capacity_summary_figure(capacity: pd.DataFrame) -> Figure:
                for gpu in sorted(data.gpu_name.unique())]
     handles.append(Line2D([], [], color="0.4", marker="o", markerfacecolor="white", lw=2,
                           label="lower bound (capacity not reached)"))
-    ax.legend(handles=handles, fontsize=6.5, loc="best",
+    # the marker shape is the GPU count: say so, one entry per count shown
+    handles += [Line2D([], [], color="0.4", marker=COUNT_MARKERS.get(count, "o"), lw=0,
+                       label=f"{count} GPU{'s' if count > 1 else ''}")
+                for count in sorted({int(c) for c in data.gpu_count})]
+    # beside the axes: inside, every corner hides some configuration's point or interval
+    ax.legend(handles=handles, fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               title="dot: fitted capacity, bar: 95 % interval", title_fontsize=6.5)
     fig.tight_layout()
     return fig

@@ -38,6 +38,19 @@ def test_fits_cover_every_configuration(runs, models):
     assert (models.capacity.capacity_rps > 0).all()
 
 
+def test_no_fitted_capacity_is_below_a_measured_throughput(runs, models):
+    """A configuration that completed X req/s in some run sustains at least X: the capacity,
+    its interval's lower end and the table all respect every measured run."""
+    measured = runs.assign(achieved=runs.completed / runs.duration_s).groupby(
+        ["model", "gpu_name", "gpu_count"]).achieved.max()
+    for fit in models.capacity_fits.values():
+        key = (fit.config["model"], fit.config["gpu_name"], fit.config["gpu_count"])
+        assert fit.capacity_rps >= measured[key] * (1 - 1e-9), key
+        assert fit.capacity_low_rps >= measured[key] * (1 - 1e-6), key
+    table = models.capacity
+    assert (table.capacity_rps >= table.max_achieved_rps * (1 - 1e-9)).all()
+
+
 @pytest.mark.timing
 def test_fits_are_fast(models):
     assert models.seconds < 10.0  # a few seconds on a shared 2-core machine
