@@ -489,7 +489,8 @@ def resolve_architecture(user: UserRuns, *, model: str | None = None,
 def calibrate_runs(paths: Sequence[str | Path], *, label: str | None = None,
                    model: str | None = None, architecture_file: str | Path | None = None,
                    method: str = DEFAULT_METHOD, kv_blocks: int | None = None,
-                   block_size: int | None = None, validate: bool = True) -> UserCalibration:
+                   block_size: int | None = None, validate: bool = True,
+                   architecture: Architecture | None = None) -> UserCalibration:
     """Calibrate the configuration of the runs in ``paths`` (see the module docstring).
 
     Args:
@@ -501,6 +502,8 @@ def calibrate_runs(paths: Sequence[str | Path], *, label: str | None = None,
         method: ``summaries`` or ``steps``.
         kv_blocks, block_size: the KV cache, where the runs carry no server metrics or log.
         validate: run the leave-one-rate-out validation.
+        architecture: the model's architecture itself (a calibration file's), instead of
+            ``model``/``architecture_file``.
     """
     from hgresearch import __version__
     from hgresearch.sim.steps import has_token_timestamps
@@ -508,7 +511,9 @@ def calibrate_runs(paths: Sequence[str | Path], *, label: str | None = None,
     hardware = parse_user_hardware(label) if label else None
     user = load_user_runs(paths, hardware=hardware)
     hardware = user.hardware
-    architecture = resolve_architecture(user, model=model, architecture_file=architecture_file)
+    if architecture is None:
+        architecture = resolve_architecture(user, model=model,
+                                            architecture_file=architecture_file)
     targets = available_targets(user.runs)
     points = _points(user.runs)
     first_run = {float(r): str(g.run_id.iloc[0]) for r, g in
@@ -568,6 +573,35 @@ def calibrate_runs(paths: Sequence[str | Path], *, label: str | None = None,
         validation=mape, notes=tuple(notes), hgresearch_version=__version__)
     return UserCalibration(file=calibration, points=points, validation=validation, runs=user,
                            notes=notes)
+
+
+def run_paths(calibration: CalibrationFile) -> list[Path]:
+    """The runs a calibration file was fitted on, as ``calibrate_runs`` takes them: the run
+    folder of a ``summary.json``, else the result file (each once, in file order)."""
+    from hgresearch.data.runfolder import SUMMARY_FILE
+
+    paths: dict[Path, None] = {}
+    for run in calibration.runs:
+        first = Path(run.files[0][0])
+        paths[first.parent if first.name == SUMMARY_FILE else first] = None
+    return list(paths)
+
+
+def revalidate(calibration: CalibrationFile) -> UserCalibration:
+    """Calibrate again on the runs a calibration file names (its hardware, architecture,
+    method and, where it was given or bounded by the catalogs, KV cache), with the
+    leave-one-rate-out validation: ``hgresearch sim validate --candidate-file``. The runs'
+    hashes are checked when the file is read."""
+    missing = [p for p in run_paths(calibration) if not p.exists()]
+    if missing:
+        raise InputError(f"the calibration's run {missing[0]} is not there (moved?): validate "
+                         "where the runs are", file=calibration.path, field="runs")
+    kv = calibration.kv_cache
+    given = kv.source == "given"
+    return calibrate_runs(run_paths(calibration), label=calibration.label,
+                          architecture=calibration.architecture, method=calibration.method,
+                          kv_blocks=kv.num_blocks if given else None,
+                          block_size=kv.block_size if given else None)
 
 
 def _run_records(user: UserRuns) -> tuple[RunRecord, ...]:
