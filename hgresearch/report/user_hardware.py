@@ -350,7 +350,9 @@ YOUR_HARDWARE_TABLES = (
               notes=("Power = GPU count x TDP for the whole run; tokens = input + output; "
                      "efficiency ratio = tokens per kWh over the least efficient row.",)),
     TableSpec("your_calibration", "Step-time coefficients of {label} ({method}; {interval})",
-              "tab:your-calibration", default_decimals=3),
+              "tab:your-calibration", default_decimals=3,
+              notes=("KV cache: {kv_blocks} blocks of {kv_block_size} tokens, kv_source "
+                     "{kv_source} ({kv_detail}).",)),
     TableSpec("your_validation",
               "Leave-one-rate-out validation of {label}: error of the simulation (%)",
               "tab:your-validation", default_decimals=1,
@@ -404,7 +406,9 @@ def your_hardware_context(result: YourHardware, price_usd_per_gpu_h: float,
     return {"label": result.label, "price": f"{price_usd_per_gpu_h:g}",
             "tdp": "—" if tdp_w is None else f"{tdp_w:g}", "method": f.method,
             "interval": f"{f.interval_level:.0%} intervals: {f.interval_method}",
-            "demand": demand_rps,
+            "demand": demand_rps, "kv_blocks": f.kv_cache.num_blocks,
+            "kv_block_size": f.kv_cache.block_size, "kv_source": f.kv_cache.source,
+            "kv_detail": f.kv_cache.detail,
             "price_note": ("The price and TDP of this hardware are placeholders for the demo, "
                            "not market figures." if price_is_placeholder else "")}
 

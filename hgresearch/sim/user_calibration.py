@@ -212,8 +212,9 @@ def point_workload(run: pd.Series, requests: pd.DataFrame | None) -> Workload:
     * totals only: the paper's protocol at the run's rate, lengths drawn to match the totals
       (:func:`hgresearch.sim.replay.reference_run_workload`).
 
-    A run capped by concurrency or at an unbounded rate whose send times are unknown cannot be
-    replayed: an :class:`InputError` says so and what would help.
+    An unbounded rate (``vllm bench serve``'s default ``inf``) without a concurrency cap sends
+    every request at once (arrivals 0). A run capped by concurrency whose send times are
+    unknown cannot be replayed: an :class:`InputError` says so and what would help.
     """
     from hgresearch.sim.replay import reference_run_workload, replay_workload
     from hgresearch.traffic.arrivals import vllm085_arrival_gaps_s, vllm085_send_offsets_s
@@ -232,7 +233,8 @@ def point_workload(run: pd.Series, requests: pd.DataFrame | None) -> Workload:
             return replay_workload(frame)
         rate = float(run.request_rate_qps)
         capped = pd.notna(run.get("max_concurrency"))
-        if len(ok) and lengths and math.isfinite(rate) and rate > 0 and not capped:
+        # an unbounded rate without a cap sends everything at once: arrivals all 0
+        if len(ok) and lengths and rate > 0 and not capped:
             n = len(ok)
             prompts = ok.prompt_tokens.to_numpy(dtype="int64")
             outputs = ok.output_tokens.to_numpy(dtype="int64")
@@ -241,7 +243,7 @@ def point_workload(run: pd.Series, requests: pd.DataFrame | None) -> Workload:
                             min_duration_s=float(vllm085_arrival_gaps_s(rate, n).sum()),
                             lengths_source="replayed lengths, drawn arrivals")
     rate = float(run.request_rate_qps)
-    if pd.notna(run.get("max_concurrency")) or not (math.isfinite(rate) and rate > 0):
+    if pd.notna(run.get("max_concurrency")) or not rate > 0:
         why = (f"capped at {int(run.max_concurrency)} concurrent requests"
                if pd.notna(run.get("max_concurrency")) else f"sent at rate {rate:g}")
         raise InputError(f"the run was {why} and the file keeps no per-request send times, so "
@@ -540,6 +542,10 @@ def calibrate_runs(paths: Sequence[str | Path], *, label: str | None = None,
     elif replica.floor is None:
         notes.append(f"the catalogs give no bandwidth or FLOPS for {hardware.gpu_name}: no "
                      "roofline floor")
+    if kv.source == "catalog":
+        notes.append("KV cache from the catalogs' GPU memory (an upper bound: activations and "
+                     "CUDA graphs not subtracted); pass --kv-blocks with the number the server "
+                     "logged ('KV cache size: T tokens' / block size) for a better one")
     drawn = sorted({w.lengths_source for w in workloads} - {"replayed"})
     if drawn:
         notes.append(f"workloads not replayed exactly ({', '.join(drawn)}): arrivals from vLLM "

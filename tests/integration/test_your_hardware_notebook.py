@@ -50,6 +50,7 @@ def test_notebook_runs_on_the_committed_cpu_sweep(tmp_path) -> None:
     assert "placeholders for the demo" in (tables / "your_table2_cost_performance.md").read_text()
     table3 = pd.read_csv(tables / "your_table3_energy.csv")
     assert (table3["TDP per GPU (W)"] == 65).all()
+    assert "kv_source server_metrics" in (tables / "your_calibration.md").read_text()
     validation = pd.read_csv(tables / "your_validation.csv")
     assert validation["held out"].tolist()[-1] == "MAPE"
     methods = pd.read_csv(tables / "your_method_comparison.csv")

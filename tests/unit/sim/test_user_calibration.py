@@ -125,6 +125,9 @@ def test_a_concurrency_capped_run_without_send_times_cannot_be_replayed() -> Non
     workload = point_workload(pd.Series({**run.to_dict(), "max_concurrency": None,
                                          "request_rate_qps": 4.0}), None)
     assert workload.num_requests == 10 and workload.lengths_source == "sharegpt_like"
+    # an unbounded rate without a cap (vllm bench serve's default) sends everything at once
+    burst = point_workload(pd.Series({**run.to_dict(), "max_concurrency": None}), None)
+    assert burst.num_requests == 10 and not burst.arrivals_s.any()
 
 
 def test_hardware_labels_keep_gpus_outside_the_catalogs() -> None:
