@@ -375,7 +375,9 @@ def _summary_fit(replica: Replica, points: pd.DataFrame, workloads: Sequence[Wor
         z = float(norm.ppf(0.5 + LEVEL / 2))
         for key, rel in zip(("c0_s", "c_prefill_s_per_token", "c_decode_s_per_seq"),
                             fit.rel_se, strict=True):
-            if math.isfinite(rel):
+            # a zero or infinite error is no interval: the points did not constrain it (a
+            # coefficient on its bound, or no more summaries than unknowns)
+            if math.isfinite(rel) and rel > 0:
                 spread = math.exp(z * math.log1p(rel))
                 value = float(getattr(c, key))
                 intervals[key] = (value / spread, value * spread)
