@@ -16,7 +16,7 @@ command so ``--help`` is fast.
 | ``serve``, ``sweep``, ``model list``, ``model synth`` | :mod:`hgresearch.cli.serve` |
 | ``fit`` | :mod:`hgresearch.cli.fit` |
 | ``energy`` | :mod:`hgresearch.cli.energy` |
-| ``sim run``, ``sim validate``, ``sim fleet`` | :mod:`hgresearch.cli.sim` |
+| ``sim run``, ``sim validate``, ``sim fleet``, ``sim calibrate`` | :mod:`hgresearch.cli.sim` |
 | ``plan`` | :mod:`hgresearch.cli.plan` |
 """
 
@@ -59,6 +59,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("sim run", sim.sim_run),
     ("sim validate", sim.sim_validate),
     ("sim fleet", sim.sim_fleet),
+    ("sim calibrate", sim.sim_calibrate),
     ("plan", plan.plan),
 )
 #: The command groups and their help.

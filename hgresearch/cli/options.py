@@ -8,7 +8,10 @@
 - ``--resume``: continue a killed run or sweep;
 - ``--seed``: the seed of everything random in the command;
 - ``--executor`` / ``--address``: where independent pieces of work run (local, local worker
-  processes, or a Ray cluster; docs/cluster.md).
+  processes, or a Ray cluster; docs/cluster.md);
+- ``--candidate-file``: a calibration file (``hgresearch sim calibrate``) offered beside the
+  paper's configurations; ``--price GPU=USD`` (per GPU-hour) and ``--tdp GPU=W`` for GPUs the
+  catalogs do not price or power.
 """
 
 from __future__ import annotations
@@ -40,6 +43,20 @@ Address = Annotated[str | None, typer.Option(
     "--address", help="Ray cluster (--executor ray): 'auto' (started here with `ray start`), "
                       "ray://HOST:10001, or none: $RAY_ADDRESS (set by `ray job submit`), "
                       "else a local cluster.")]
+
+
+CandidateFiles = Annotated[list[Path] | None, typer.Option(
+    "--candidate-file", help="Calibration file (YAML, written by `hgresearch sim calibrate`) of "
+                             "a configuration measured by you, repeatable: simulated with its "
+                             "calibration beside the paper's configurations.")]
+PriceOverrides = Annotated[list[str] | None, typer.Option(
+    "--price", help="GPU=USD: price per GPU-hour of a GPU, repeatable; required for GPUs "
+                    "hgresearch/data/catalogs/prices.csv does not price (a calibration file's "
+                    "H200, CPU, ...); wins over the catalog.")]
+TdpOverrides = Annotated[list[str] | None, typer.Option(
+    "--tdp", help="GPU=W: power of one GPU for the TDP energy and carbon model, repeatable; "
+                  "required for GPUs hgresearch/data/catalogs/hardware.csv gives no TDP "
+                  "(CPU, a GPU outside the catalogs); wins over the catalog.")]
 
 
 def output_option(help_text: str) -> typer.models.OptionInfo:

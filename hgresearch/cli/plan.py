@@ -15,8 +15,11 @@ import typer
 from hgresearch.cli.options import (
     Address,
     BuildDir,
+    CandidateFiles,
     ExecutorOption,
+    PriceOverrides,
     ReferenceSource,
+    TdpOverrides,
     executor_of,
     output_option,
 )
@@ -24,6 +27,9 @@ from hgresearch.executors import ExecutorKind
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from hgresearch.plan import Candidate, PlanProblem
+    from hgresearch.sim.calibration_file import CalibrationFile
 
 DEFAULT_CANDIDATES = ["1x H100-PCIe", "2x RTX-4090", "4x RTX-4090", "8x RTX-4090"]
 
@@ -88,9 +94,14 @@ def plan(
     build_dir: BuildDir = Path("build"),
     executor: ExecutorOption = ExecutorKind.PROCESS,
     address: Address = None,
+    candidate_file: CandidateFiles = None,
+    price: PriceOverrides = None,
+    tdp: TdpOverrides = None,
 ) -> None:
     """Plan a fleet for one request rate: the plan, its simulated check, and the
-    single-configuration baselines."""
+    single-configuration baselines. Your own hardware joins the candidates with
+    --candidate-file (a calibration file of `hgresearch sim calibrate`), priced and powered
+    with --price/--tdp where the catalogs are silent."""
     from hgresearch.plan import (
         CarbonSettings,
         Demand,
@@ -118,13 +129,17 @@ def plan(
     slo_classes = tuple(parse_slo(text, i) for i, text in enumerate(slo or ["p99_ttft:500"]))
     lengths = tuple(parse_length(t) for t in length) if length else (
         LengthClass("default", 1024, 128),)
-    candidates, gpu_caps = parse_caps(max_ or [], [parse_candidate(c) for c in
-                                                  candidate or DEFAULT_CANDIDATES])
+    user = candidate_files(candidate_file, model)
+    candidates, gpu_caps = parse_caps(max_ or [], with_candidate_files(
+        [parse_candidate(c) for c in candidate or DEFAULT_CANDIDATES], user))
+    price_overrides, tdp_overrides = gpu_overrides(price, tdp)
     problem = PlanProblem(
         model=model, demand=Demand.steady(qps), length_classes=lengths,
         slo_classes=slo_classes, candidates=tuple(candidates),
-        prices=PriceScenario(prices, tuple(owned or ()), electricity),
-        carbon=CarbonSettings(grid_region=grid, hardware_scenario=hardware_scenario),
+        prices=PriceScenario(prices, tuple(owned or ()), electricity,
+                             overrides_usd_per_gpu_h=price_overrides),
+        carbon=CarbonSettings(grid_region=grid, hardware_scenario=hardware_scenario,
+                              tdp_overrides_w=tdp_overrides),
         gpu_caps=gpu_caps)
     validate(problem)
     runner = executor_of(executor, address)
@@ -136,6 +151,7 @@ def plan(
             source="calibrated on the reference runs")
     else:
         provider = SimulatedReplicaRates()
+    provider.fits.update({label: f.calibration() for label, f in user.items()})
     rates = replica_rate_table(problem, provider, build_dir=build_dir, executor=runner)
     settings = replica_settings(problem, provider)
     checked = plan_and_check(problem, rates, seeds=tuple(range(check_seeds)),
@@ -151,6 +167,8 @@ def plan(
     if (rates.step_time_source == ROOFLINE_ONLY).any():
         typer.echo("note: replica rates come from the simulator on the roofline floor alone "
                    "(uncalibrated: optimistic latencies, overstated rates)", err=True)
+    for note in candidate_notes(problem, user):
+        typer.echo(f"note: {note}", err=True)
     typer.echo("\nplan:")
     typer.echo(show(fleet_table(checked.plan)))
     verdict = "passed" if checked.passed else "MISSED"
@@ -164,3 +182,58 @@ def plan(
     if output is not None:
         urls = parse_base_urls(base_url, model) if base_url else None
         typer.echo(f"\nwrote {write_fleet_file(checked.plan, output, base_urls=urls)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Your hardware: candidates from calibration files, prices and TDPs the catalogs lack
+# ---------------------------------------------------------------------------------------------
+
+def candidate_files(paths: list[Path] | None, model: str) -> dict[str, CalibrationFile]:
+    """The calibration files of --candidate-file by configuration label; each must calibrate the
+    plan's model (a calibration describes one model's serving)."""
+    from hgresearch.cli.sim import warnings_as_lines
+    from hgresearch.errors import InputError
+    from hgresearch.sim.calibration_file import read_candidate_files
+
+    with warnings_as_lines():
+        files = read_candidate_files(paths or [])
+    for calibration in files.values():
+        if calibration.model != model:
+            raise InputError(f"calibrates {calibration.model!r}, but the plan is for {model!r}: "
+                             f"pass --model {calibration.model}", file=calibration.path,
+                             field="model")
+    return files
+
+
+def with_candidate_files(candidates: list[Candidate], files: dict[str, CalibrationFile]
+                         ) -> list[Candidate]:
+    """``candidates`` plus the hardware of each calibration file (once: a file of a
+    configuration already listed calibrates that one)."""
+    from hgresearch.plan import Candidate
+
+    listed = {(c.gpu_name, c.num_gpus) for c in candidates}
+    extra = [Candidate(f.gpu_name, f.gpu_count) for f in files.values()
+             if (f.gpu_name, f.gpu_count) not in listed]
+    return [*candidates, *extra]
+
+
+def gpu_overrides(price: list[str] | None, tdp: list[str] | None
+                  ) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
+    """--price GPU=USD_PER_GPU_H and --tdp GPU=W as the planner's override tuples."""
+    from hgresearch.sim.calibration_file import parse_gpu_values
+
+    return (tuple(sorted(parse_gpu_values(price, "--price", "USD_PER_GPU_H").items())),
+            tuple(sorted(parse_gpu_values(tdp, "--tdp", "W").items())))
+
+
+def candidate_notes(problem: PlanProblem, files: dict[str, CalibrationFile]) -> list[str]:
+    """What the plan assumed about hardware from calibration files: the calibration used, and
+    embodied carbon not counted where the catalog has none."""
+    from hgresearch.plan.economics import has_embodied_carbon
+
+    notes = [f"{label}: calibrated on your runs ({f.path}; method {f.method}, KV cache from "
+             f"{f.kv_cache.source})" for label, f in files.items()]
+    notes += [f"{c.hardware}: no embodied carbon in hgresearch/data/catalogs/"
+              "embodied_carbon.csv: not counted (the carbon objective understates it)"
+              for c in problem.candidates if not has_embodied_carbon(c.gpu_name)]
+    return notes

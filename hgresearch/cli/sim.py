@@ -2,28 +2,43 @@
 
 ``sim run`` simulates one run of a configuration calibrated on its measured runs; ``sim validate``
 validates the calibration leaving one offered rate out; ``sim fleet`` simulates a fleet file's
-replicas behind a routing policy.
+replicas behind a routing policy; ``sim calibrate`` calibrates a user's runs into a calibration
+file, which ``sim run``, ``sim fleet`` and ``plan`` take with ``--candidate-file``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hgresearch.cli.options import (
     Address,
     BuildDir,
+    CandidateFiles,
     ExecutorOption,
+    PriceOverrides,
     ReferenceSource,
     Seed,
+    TdpOverrides,
     executor_of,
     output_option,
 )
 from hgresearch.executors import ExecutorKind
 from hgresearch.traffic.routing import Policy
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from hgresearch.executors import Executor
+    from hgresearch.sim.calibrate import Calibration
+    from hgresearch.sim.fleet import SimReplica
+    from hgresearch.sim.user_calibration import UserCalibration
 
 
 def sim_fleet(
@@ -44,6 +59,9 @@ def sim_fleet(
                                                  "gives one).")] = 16,
     reference: ReferenceSource = None,
     build_dir: BuildDir = Path("build"),
+    candidate_file: CandidateFiles = None,
+    price: PriceOverrides = None,
+    tdp: TdpOverrides = None,
 ) -> None:
     """Simulate a fleet at one request rate; print per-replica and overall summaries.
 
@@ -54,7 +72,10 @@ def sim_fleet(
     step-time model (fitted on the reference data and data/raw/cpu-tiny, with its request-path
     delay and KV capacity); a configuration with no calibration runs on the roofline floor
     alone (a note on stderr says so). The first call calibrates every configuration and may
-    take minutes; the calibrations are then cached under BUILD_DIR/cache/models.
+    take minutes; the calibrations are then cached under BUILD_DIR/cache/models. A replica
+    whose configuration a --candidate-file (or its fleet entry's `calibration:` file)
+    calibrates runs that calibration; its GPU needs a price and a TDP (--price, --tdp where
+    the catalogs have none).
     """
     from hgresearch.bench.options import parse_workload_option
     from hgresearch.bench.prompts import build_requests
@@ -68,14 +89,24 @@ def sim_fleet(
         raise InputError(f"--num-prompts: expected an integer >= 1, got {num_prompts}")
     if not qps > 0:
         raise InputError(f"--qps: expected a rate > 0, got {qps}")
-    replicas = sim_replicas(load_fleet(fleet_file), build_dir=build_dir, reference=reference)
+    from hgresearch.sim.calibration_file import parse_gpu_values, read_candidate_files
+
+    prices = parse_gpu_values(price, "--price", "USD_PER_GPU_H")
+    tdps = parse_gpu_values(tdp, "--tdp", "W")
+    with warnings_as_lines():
+        candidates = {k: v.calibration() for k, v in
+                      read_candidate_files(candidate_file or []).items()}
+        replicas = sim_replicas(load_fleet(fleet_file), build_dir=build_dir,
+                                reference=reference, candidates=candidates,
+                                prices_usd_per_gpu_h=prices)
+    require_price_and_tdp(replicas, tdps)
     specs = build_requests(parse_workload_option(workload), num_prompts, seed=seed)
     arrivals_s = arrival_offsets_ns(num_prompts, qps, seed=seed) / 1e9
     router_policy = make_policy(policy, seed=seed, threshold_tokens=threshold_tokens,
                                 max_outstanding=max_outstanding)
     frame = simulate_fleet(replicas, router_policy, arrivals_s,
                            [s.prompt_len for s in specs], [s.output_len for s in specs])
-    table = fleet_summary(frame, replicas)
+    table = fleet_summary(frame, replicas, tdp_w_by_gpu=tdps)
     for replica in replicas:
         if replica.step_time_source == ROOFLINE_ONLY:
             typer.echo(f"note: {replica.name}: no calibration for this configuration and no "
@@ -86,11 +117,48 @@ def sim_fleet(
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
+@contextlib.contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """Print the warnings raised inside (a calibration file's changed run files, runs ingest
+    skipped or read twice) as ``warning: ...`` lines on stderr, one per warning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for warning in caught:
+                typer.echo(f"warning: {warning.message}", err=True)
+
+
+def require_price_and_tdp(replicas: list[SimReplica], tdps: dict[str, float]) -> None:
+    """A replica calibrated by a calibration file (your hardware) needs a price and a TDP: an
+    :class:`InputError` names what is missing and the option that gives it."""
+    import math
+
+    from hgresearch.errors import InputError
+    from hgresearch.sim.calibration_file import gpu_key
+    from hgresearch.sim.fleet import CALIBRATION_FILE, tdp_or_nan
+
+    for replica in replicas:
+        if replica.step_time_source != CALIBRATION_FILE:
+            continue
+        gpu = gpu_key(replica.gpu_name)
+        if math.isnan(replica.price_usd_per_gpu_h):
+            raise InputError(f"{replica.name}: no price for GPU {gpu!r} (not in hgresearch/"
+                             "data/catalogs/prices.csv): pass --price "
+                             f"{gpu}=USD_PER_GPU_H (or price_usd_per_gpu_h in the fleet file)",
+                             field="--price")
+        if math.isnan(tdp_or_nan(gpu, tdps)):
+            raise InputError(f"{replica.name}: no TDP for GPU {gpu!r} (not in hgresearch/data/"
+                             f"catalogs/hardware.csv): pass --tdp {gpu}=W", field="--tdp")
+
+
 def sim_run(
-    config: Annotated[str, typer.Option(
-        "--config", help='Configuration label, e.g. "DeepSeek-R1-Distill-Qwen-14B on 1x '
-                         'H100-PCIe" (the reference data\'s and data/raw\'s).')],
     qps: Annotated[float, typer.Option("--qps", help="Offered request rate (req/s).")],
+    config: Annotated[str | None, typer.Option(
+        "--config", help='Configuration label, e.g. "DeepSeek-R1-Distill-Qwen-14B on 1x '
+                         'H100-PCIe" (the reference data\'s and data/raw\'s, or a '
+                         '--candidate-file\'s; default: the one candidate file\'s).')] = None,
     num_prompts: Annotated[int, typer.Option("--num-prompts", help="Requests to send.")] = 200,
     reference: ReferenceSource = None,
     build_dir: BuildDir = Path("build"),
@@ -100,27 +168,124 @@ def sim_run(
     = None,
     executor: ExecutorOption = ExecutorKind.PROCESS,
     address: Address = None,
+    candidate_file: CandidateFiles = None,
 ) -> None:
-    """Simulate one run of a configuration calibrated on its measured runs; print its summary
-    (the keys of a measured run's summary.json) as JSON."""
-    from hgresearch.sim.run import (
-        calibration_for,
-        calibration_runs,
-        calibrations,
-        simulate_run,
-        write_run_folder,
-    )
-    from hgresearch.sim.validation import configuration_points
+    """Simulate one run of a configuration calibrated on its measured runs (the reference
+    data's, or a --candidate-file's); print its summary (the keys of a measured run's
+    summary.json) as JSON."""
+    from hgresearch.sim.run import simulate_run, write_run_folder
 
-    runs = calibration_runs(reference)
-    fit = calibration_for(config, calibrations(runs, build_dir, n_jobs=2,
-                                              executor=executor_of(executor, address)))
-    points = dict(configuration_points(runs))[config]
+    with warnings_as_lines():
+        fit, points = _run_calibration(config, candidate_file, reference, build_dir,
+                                       executor_of(executor, address))
     run = simulate_run(fit, points, qps, num_prompts, length_seed=seed)
     typer.echo(json.dumps(run.summary, indent=1, default=str))
     if output is not None:
         write_run_folder(run, output)
         typer.echo(f"simulated run -> {output}", err=True)
+
+
+def _run_calibration(config: str | None, candidate_files: list[Path] | None,
+                     reference: Path | None, build_dir: Path, runner: Executor
+                     ) -> tuple[Calibration, pd.DataFrame]:
+    """The calibration ``sim run`` simulates and its measured points: a candidate file's
+    (by --config, or the only one), else the reference configurations' (fitted on first use)."""
+    from hgresearch.errors import InputError
+    from hgresearch.sim.calibration_file import read_candidate_files
+    from hgresearch.sim.run import calibration_for, calibration_runs, calibrations
+    from hgresearch.sim.validation import configuration_points
+
+    files = read_candidate_files(candidate_files or [])
+    if config is None:
+        if len(files) != 1:
+            raise InputError("expected --config LABEL (or one --candidate-file)",
+                             field="--config")
+        config = next(iter(files))
+    if config in files:
+        return files[config].calibration(), files[config].points()
+    runs = calibration_runs(reference)
+    known = calibrations(runs, build_dir, n_jobs=2, executor=runner)
+    fit = calibration_for(config, {**known, **{k: v.calibration() for k, v in files.items()}})
+    return fit, dict(configuration_points(runs))[config]
+
+
+def sim_calibrate(
+    runs: Annotated[list[Path], typer.Argument(
+        help="Run folders or result files of one configuration (anything `hgresearch ingest` "
+             "reads: vLLM, guidellm, aiperf, our run folders).")],
+    output: Annotated[Path, output_option("Calibration file to write (YAML, e.g. "
+                                          "h200.calibration.yaml).")],
+    label: Annotated[str | None, typer.Option(
+        "--label", "--hardware", help="Hardware of the runs, 'Nx GPU' (e.g. '1x H200'); "
+                                      "required where the files name no GPU; the GPU may be "
+                                      "outside the catalogs.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model of hgresearch/data/catalogs/model_architectures.csv whose architecture "
+             "the runs served (default: the runs' model).")] = None,
+    architecture: Annotated[Path | None, typer.Option(
+        help="Architecture of a model outside the catalog: its Hugging Face config.json, or a "
+             "YAML/JSON mapping of num_layers, num_kv_heads, head_dim, params_b, "
+             "weight_bytes_per_param.")] = None,
+    method: Annotated[str, typer.Option(
+        help="summaries (fit by simulating the runs' summaries) or steps (fit to the engine "
+             "steps reconstructed from per-token timestamps; needs them in every run).")]
+    = "summaries",
+    kv_blocks: Annotated[int | None, typer.Option(
+        help="KV cache blocks of the server, where the runs carry no server_metrics.json or "
+             "server log (vLLM logs 'KV cache size: T tokens' at start-up).")] = None,
+    block_size: Annotated[int | None, typer.Option(
+        help="Tokens per KV block with --kv-blocks (vLLM's default 16).")] = None,
+    validate: Annotated[bool, typer.Option(
+        help="Run the leave-one-rate-out validation (needs three offered rates).")] = True,
+) -> None:
+    """Calibrate the simulator on your runs of one configuration: fit its step-time model, write
+    a calibration file (coefficients with intervals, the KV cache and where it came from, the
+    runs' files and SHA-256 hashes, hardware, model), and print the leave-one-rate-out
+    validation. Use the file with `sim run/fleet --candidate-file` and `plan --candidate-file`."""
+    from hgresearch.sim.calibration_file import write_calibration_file
+    from hgresearch.sim.user_calibration import calibrate_runs
+
+    with warnings_as_lines():
+        result = calibrate_runs(runs, label=label, model=model,
+                                architecture_file=architecture, method=method,
+                                kv_blocks=kv_blocks, block_size=block_size,
+                                validate=validate)
+    typer.echo(calibration_report(result))
+    typer.echo(f"\ncalibration -> {write_calibration_file(result.file, output)}")
+
+
+def calibration_report(result: UserCalibration) -> str:
+    """What ``sim calibrate`` prints: the runs, the KV cache, the coefficients with intervals,
+    the notes, the step reconstruction against the server (method steps) and the validation."""
+    from hgresearch.report.user_hardware import (
+        coefficient_rows,
+        step_check_for,
+        validation_rows,
+    )
+
+    f = result.file
+    rates = ", ".join(f"{r:g}" for r in result.points.request_rate_qps)
+    formats = ", ".join(sorted(set(result.runs.runs.source_format.astype(str))))
+    lines = [f"{f.config_label}: {len(result.runs.runs)} runs ({formats}) at {rates} req/s; "
+             f"method {f.method}",
+             f"KV cache: {f.kv_cache.num_blocks} blocks x {f.kv_cache.block_size} tokens "
+             f"({f.kv_cache.source}: {f.kv_cache.detail})"]
+    lines += [f"note: {note}" for note in result.notes]
+
+    def show(table: pd.DataFrame) -> str:
+        return str(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+    lines += ["", "coefficients (interval: " + f.interval_method + "):",
+              show(coefficient_rows(f))]
+    if f.method == "steps":
+        check = step_check_for(result.runs)
+        if len(check):
+            lines += ["", "engine steps reconstructed from token timestamps vs the server's "
+                          "counters:", show(check)]
+    if len(result.validation):
+        lines += ["", "leave-one-rate-out validation (error %, simulated vs measured):",
+                  show(validation_rows(result.validation))]
+    return "\n".join(lines)
 
 
 def sim_validate(
@@ -134,33 +299,65 @@ def sim_validate(
     address: Address = None,
     output: Annotated[Path | None, output_option(
         "Also write the per-point errors (CSV).")] = None,
+    candidate_file: CandidateFiles = None,
 ) -> None:
     """Leave-one-QPS-out validation of the simulator: per configuration, each rate is held
     out, the rest calibrate, the held-out rate is simulated; prints the MAPE table (%).
-    Configurations run on --executor (the same table on each)."""
+    Configurations run on --executor (the same table on each). With --candidate-file, the
+    calibration file's own runs, hardware, KV cache and method are validated instead."""
     from hgresearch.errors import InputError
     from hgresearch.identity import config_label
     from hgresearch.sim.run import calibration_runs
     from hgresearch.sim.validation import simulated_leave_one_qps_out, simulated_validation_table
 
-    if runs_dir:
-        from hgresearch.data.ingest import read_runs
-
-        runs = read_runs(runs_dir)
+    if candidate_file:
+        if runs_dir or config:
+            raise InputError("give either --candidate-file or runs (and --config), not both",
+                             field="--candidate-file")
+        points = _validate_candidate_files(candidate_file)
     else:
-        runs = calibration_runs(reference)
-    if config:
-        labels = runs.apply(config_label, axis=1)
-        unknown = sorted(set(config) - set(labels))
-        if unknown:
-            raise InputError(f"unknown configuration(s) {unknown}; known: "
-                             f"{sorted(set(labels))}", field="config")
-        runs = runs[labels.isin(config)]
-    points = simulated_leave_one_qps_out(runs, executor=executor_of(executor, address))
+        if runs_dir:
+            from hgresearch.data.ingest import read_runs
+
+            runs = read_runs(runs_dir)
+        else:
+            runs = calibration_runs(reference)
+        if config:
+            labels = runs.apply(config_label, axis=1)
+            unknown = sorted(set(config) - set(labels))
+            if unknown:
+                raise InputError(f"unknown configuration(s) {unknown}; known: "
+                                 f"{sorted(set(labels))}", field="config")
+            runs = runs[labels.isin(config)]
+        points = simulated_leave_one_qps_out(runs, executor=executor_of(executor, address))
     if points.empty:
         raise InputError("no configuration with three or more offered rates to validate")
     table = simulated_validation_table(points)
+    if candidate_file:
+        typer.echo("MAPE (%) per configuration (p90 TTFT: points measured above 50 ms only):")
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     if output is not None:
         points.to_csv(output, index=False)
         typer.echo(f"per-point errors -> {output}", err=True)
+
+
+def _validate_candidate_files(paths: list[Path]) -> pd.DataFrame:
+    """The leave-one-rate-out points of each calibration file, calibrated again on its runs
+    (:func:`hgresearch.sim.user_calibration.revalidate`), the per-rate errors printed."""
+    import pandas as pd
+
+    from hgresearch.report.user_hardware import validation_rows
+    from hgresearch.sim.calibration_file import read_calibration_file
+    from hgresearch.sim.user_calibration import revalidate
+
+    parts = []
+    for path in paths:
+        with warnings_as_lines():
+            result = revalidate(read_calibration_file(path))
+        if len(result.validation):
+            typer.echo(f"{result.file.config_label} ({path}, method {result.file.method}): "
+                       "error %, simulated vs measured")
+            typer.echo(validation_rows(result.validation).to_string(
+                index=False, float_format=lambda x: f"{x:.2f}") + "\n")
+        parts.append(result.validation)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

@@ -372,3 +372,27 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
         else:
             raise InputError("run folder not found", file=str(path))
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# The server's KV cache
+# ---------------------------------------------------------------------------------------------
+
+def read_server_kv_cache(run_dir: str | Path) -> dict[str, Any] | None:
+    """The KV cache the server reported for a run (``server_metrics.json``'s
+    ``server.kv_cache``: the labels of vLLM's ``vllm:cache_config_info``, e.g.
+    ``num_gpu_blocks`` and ``block_size``); None when the run folder has no such record or the
+    server did not expose it."""
+    metrics = read_server_metrics(run_dir)
+    server = (metrics or {}).get("server")
+    kv = server.get("kv_cache") if isinstance(server, dict) else None
+    return kv if isinstance(kv, dict) and kv.get("num_gpu_blocks") else None
+
+
+def server_log_paths(run_dir: str | Path) -> list[Path]:
+    """Where a sweep leaves the server's log of a run: the run folder's ``server.log`` (the
+    log while the run ran), then its server configuration folder's (the whole server life,
+    start-up included); only those that exist."""
+    run_dir = Path(run_dir)
+    return [p for p in (run_dir / SERVER_LOG_FILE, run_dir.parent / SERVER_LOG_FILE)
+            if p.is_file()]

@@ -147,6 +147,8 @@ class CarbonSettings:
     ``lifetime_years``/``utilisation``: the serving hours embodied carbon is spread over.
     ``tdp``: the power assumption (:func:`hgresearch.accounting.energy.tdp_per_gpu_w`: ``paper`` or
     ``datasheet``); every GPU of a replica draws it for every hour the replica is on.
+    ``tdp_overrides_w``: the power of one GPU (W) by GPU name, for GPUs the catalogs give none
+    (a CPU, a GPU outside them; ``hgresearch plan --tdp GPU=W``); wins over ``tdp``.
     """
 
     grid_region: str = "EU-27"
@@ -155,6 +157,7 @@ class CarbonSettings:
     lifetime_years: float = 4.0
     utilisation: float = 0.5
     tdp: str = "datasheet"
+    tdp_overrides_w: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -271,3 +274,14 @@ def validate(problem: PlanProblem) -> None:
     for candidate in problem.candidates:
         replica_cost_usd_per_h(candidate, problem.prices, problem.carbon.tdp)
     grid_g_per_kwh_by_hour(problem.carbon, hours)
+    _check_price_and_power(problem)
+
+
+def _check_price_and_power(problem: PlanProblem) -> None:
+    """Every candidate's GPU needs a price (a row of the scenario in ``prices.csv``, or an
+    override) and a TDP (``hardware.csv``, or an override): one :class:`InputError` says what is
+    missing and the option that gives it (``--price GPU=USD_PER_GPU_H``, ``--tdp GPU=W``)."""
+    from hgresearch.plan.economics import replica_power_w
+
+    for candidate in problem.candidates:
+        replica_power_w(candidate, problem.carbon.tdp, problem.carbon.tdp_overrides_w)

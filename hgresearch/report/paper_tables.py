@@ -90,9 +90,10 @@ def table1_prices() -> pd.DataFrame:
 
 
 def configuration_runs(runs: pd.DataFrame, model: str, hardware: list[str] | None = None,
-                       scenario: str = "alternative", repeat_policy: str = "first"
-                       ) -> pd.DataFrame:
-    """Runs of one model (optionally some configurations) with costs, one row per point."""
+                       scenario: str = "alternative", repeat_policy: str = "first",
+                       prices_usd_per_gpu_h: dict[str, float] | None = None) -> pd.DataFrame:
+    """Runs of one model (optionally some configurations) with costs, one row per point
+    (``prices_usd_per_gpu_h``: prices by GPU over the scenario's, e.g. hardware it lacks)."""
     selected = runs[runs.model == model]
     if selected.empty:
         known = sorted(runs.model.unique())
@@ -103,15 +104,18 @@ def configuration_runs(runs: pd.DataFrame, model: str, hardware: list[str] | Non
             raise KeyError(f"model {model!r} has no runs on {missing}; it has "
                            f"{sorted(selected.hardware.unique())}")
         selected = selected[selected.hardware.isin(hardware)]
-    return add_costs(select_repeats(selected, repeat_policy), scenario)
+    return add_costs(select_repeats(selected, repeat_policy), scenario, prices_usd_per_gpu_h)
 
 
 def table2_cost_performance(runs: pd.DataFrame, model: str = PAPER_MODEL,
                             hardware: list[str] | None = None, scenario: str = "alternative",
-                            repeat_policy: str = "first") -> pd.DataFrame:
+                            repeat_policy: str = "first",
+                            prices_usd_per_gpu_h: dict[str, float] | None = None
+                            ) -> pd.DataFrame:
     """Table 2: one row per (QPS, hardware), ordered by QPS then hardware, numbered from 1."""
     hardware = hardware or TABLE2_HARDWARE
-    data = configuration_runs(runs, model, hardware, scenario, repeat_policy)
+    data = configuration_runs(runs, model, hardware, scenario, repeat_policy,
+                              prices_usd_per_gpu_h)
     data = data.assign(qps=data.request_rate_qps,
                        hw_order=data.hardware.map({h: i for i, h in enumerate(hardware)}))
     data = data.sort_values(["qps", "hw_order"], kind="stable").reset_index(drop=True)
@@ -137,9 +141,11 @@ def repeat_note(runs: pd.DataFrame, model: str, hardware: list[str], policy: str
 
 def scaling_points(runs: pd.DataFrame, model: str = PAPER_MODEL,
                    hardware: list[str] | None = None, scenario: str = "alternative",
-                   repeat_policy: str = "first") -> pd.DataFrame:
+                   repeat_policy: str = "first",
+                   prices_usd_per_gpu_h: dict[str, float] | None = None) -> pd.DataFrame:
     """Target vs achieved request rate with cost per 1M tokens, per configuration and QPS."""
-    data = configuration_runs(runs, model, hardware, scenario, repeat_policy)
+    data = configuration_runs(runs, model, hardware, scenario, repeat_policy,
+                              prices_usd_per_gpu_h)
     return data[["hardware", "gpu_name", "gpu_count", "request_rate_qps",
                  "request_throughput_rps", "cost_usd_per_1m_tok"]].sort_values(
         ["gpu_name", "gpu_count", "request_rate_qps"], kind="stable").reset_index(drop=True)

@@ -17,7 +17,7 @@ that a one-replica fleet gives the same table).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from hgresearch.executors import Executor
 from hgresearch.identity import config_label
 from hgresearch.sim.calibrate import Calibration
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
-from hgresearch.sim.fleet_spec import Fleet
+from hgresearch.sim.fleet_spec import Fleet, FleetReplicaSpec
 from hgresearch.sim.run import add_request_path_delay
 from hgresearch.sim.simulator import ReplicaRun, make_requests, requests_frame, run_replicas
 from hgresearch.sim.step_time import LinearStepTimeModel, StepTimeModel
@@ -39,6 +39,9 @@ from hgresearch.traffic.routing import ReplicaState, Router, RoutingPolicy
 #: ``SimReplica.step_time_source``: coefficients from the fleet file, the configuration's
 #: calibration (:func:`fleet_calibrations`), or the roofline floor alone (no calibration).
 FLEET_FILE, CALIBRATED, ROOFLINE_ONLY = "fleet file", "calibrated", "roofline floor only"
+#: ``SimReplica.step_time_source`` of a replica calibrated by a calibration file (a user's
+#: runs: ``hgresearch sim calibrate``).
+CALIBRATION_FILE = "calibration file"
 #: The decode step that defines a replica's default capacity weight: this many sequences, each
 #: attending to this many tokens (a moderately loaded engine).
 WEIGHT_DECODE_SEQS, WEIGHT_CONTEXT_TOKENS = 32, 1024
@@ -99,7 +102,9 @@ def fleet_calibrations(build_dir: str | Path | None = "build",
 
 def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
                  build_dir: str | Path | None = "build",
-                 reference: str | Path | None = None) -> list[SimReplica]:
+                 reference: str | Path | None = None,
+                 candidates: Mapping[str, Calibration] | None = None,
+                 prices_usd_per_gpu_h: Mapping[str, float] | None = None) -> list[SimReplica]:
     """The fleet's replicas as simulator inputs.
 
     Step time, in order of precedence: the fleet file's ``step_time`` coefficients (above the
@@ -111,7 +116,13 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
     ``fits={}`` uses none. KV blocks: the file's ``num_kv_blocks``, else the calibration's, else
     the catalogs' (:func:`~hgresearch.sim.replica_limits.replica_config_from_catalogs`); the file's
     other scheduler limits replace the calibration's. Prices: the file's, else
-    ``hgresearch/data/catalogs/prices.csv`` (the fleet's scenario).
+    ``prices_usd_per_gpu_h`` (by GPU), else ``hgresearch/data/catalogs/prices.csv`` (the fleet's
+    scenario; NaN for a GPU it does not price).
+
+    Calibrations of a user's runs (``hgresearch sim calibrate``) come from a replica's
+    ``calibration`` file or from ``candidates`` (by configuration label) and win over ``fits``
+    (``step_time_source = "calibration file"``); configurations they cover need no
+    :func:`fleet_calibrations`.
     """
     from hgresearch.data.catalogs import normalize_gpu_name, price_catalog
     from hgresearch.sim.replica_limits import (
@@ -119,16 +130,18 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
         roofline_floor_from_catalogs,
     )
 
-    if fits is None and any(not spec.step_time for spec in fleet.replicas):
+    user = _user_calibrations(fleet, candidates)
+    if fits is None and any(not spec.step_time and _label(spec) not in user
+                            for spec in fleet.replicas):
         fits = fleet_calibrations(build_dir, reference)
-    fits = fits or {}
+    fits = {**(fits or {}), **user}
     prices = price_catalog()
     prices = prices[prices.scenario == fleet.price_scenario]
     price_map = dict(zip(prices.gpu_name, prices.price_usd_per_gpu_h, strict=True))
+    price_map.update(prices_usd_per_gpu_h or {})
     out = []
     for spec in fleet.replicas:
-        label = config_label({"model": spec.model, "gpu_name": spec.gpu_name,
-                              "gpu_count": spec.num_gpus})
+        label = _label(spec)
         fit = None if spec.step_time else fits.get(label)
         try:
             if fit is not None:
@@ -148,7 +161,7 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
         if fit is not None:
             step: StepTimeModel = fit.coefficients.step_model(fit.replica)
             ttft_offset_s = fit.coefficients.ttft_offset_s
-            source = CALIBRATED
+            source = CALIBRATION_FILE if label in user else CALIBRATED
         elif spec.step_time:
             coefficients = {"c0_s": 0.0, **spec.step_time}
             step = LinearStepTimeModel(**coefficients, floor=floor)
@@ -158,13 +171,44 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
             source = ROOFLINE_ONLY
         price = spec.price_usd_per_gpu_h
         if price is None:
-            price = price_map.get(normalize_gpu_name(spec.gpu_name), math.nan)
+            price = price_map.get(_gpu_key(spec.gpu_name, normalize_gpu_name), math.nan)
         out.append(SimReplica(
             name=spec.name, config=config, step_model=step,
             capacity_weight=spec.capacity_weight or default_capacity_weight(step),
             gpu_name=spec.gpu_name, num_gpus=spec.num_gpus, price_usd_per_gpu_h=float(price),
             max_outstanding=spec.max_outstanding, step_time_source=source,
             ttft_offset_s=ttft_offset_s))
+    return out
+
+
+def _label(spec: FleetReplicaSpec) -> str:
+    return config_label({"model": spec.model, "gpu_name": spec.gpu_name,
+                         "gpu_count": spec.num_gpus})
+
+
+def _gpu_key(gpu_name: str, normalize: Callable[[str], str]) -> str:
+    """The catalogs' name of a GPU, or the name as given for one outside them."""
+    from hgresearch.data.catalogs import CatalogKeyError
+
+    try:
+        return normalize(gpu_name)
+    except CatalogKeyError:
+        return gpu_name
+
+
+def _user_calibrations(fleet: Fleet, candidates: Mapping[str, Calibration] | None
+                       ) -> dict[str, Calibration]:
+    """Calibrations of a user's runs by configuration label: ``candidates``, and the
+    ``calibration`` files the fleet file names (read once each)."""
+    from hgresearch.sim.calibration_file import read_calibration_file
+
+    out = dict(candidates or {})
+    read: dict[str, Calibration] = {}
+    for spec in fleet.replicas:
+        if spec.calibration is not None:
+            if spec.calibration not in read:
+                read[spec.calibration] = read_calibration_file(spec.calibration).calibration()
+            out[_label(spec)] = read[spec.calibration]
     return out
 
 
@@ -222,8 +266,23 @@ def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
     return frame
 
 
+def tdp_or_nan(gpu_name: str, tdp_w_by_gpu: Mapping[str, float] | None = None) -> float:
+    """Power of one GPU (W) under the paper's TDP model
+    (:func:`hgresearch.accounting.energy.tdp_per_gpu_w`), ``tdp_w_by_gpu`` first; NaN for a GPU
+    with none (a CPU, one outside the catalogs)."""
+    from hgresearch.accounting.energy import tdp_per_gpu_w
+    from hgresearch.data.catalogs import CatalogKeyError, normalize_gpu_name
+
+    try:
+        return float(tdp_per_gpu_w(_gpu_key(gpu_name, normalize_gpu_name),
+                                   overrides=dict(tdp_w_by_gpu or {})))
+    except (CatalogKeyError, KeyError):
+        return math.nan
+
+
 def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
-                  grid_g_per_kwh: float | None = None) -> pd.DataFrame:
+                  grid_g_per_kwh: float | None = None,
+                  tdp_w_by_gpu: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Per replica and overall (``replica = "all"``): requests, throughput, TTFT/TPOT/E2EL
     percentiles (:func:`hgresearch.data.summary.summarize` on each subset), cost per 1M tokens
     (:mod:`hgresearch.accounting.costs`), and energy and carbon per 1M tokens under the paper's TDP
@@ -235,6 +294,7 @@ def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
     Every replica is billed and powered for the whole run (first send to the fleet's last
     completion), idle or not, so a replica's figures per 1M tokens are its whole-run cost and
     energy over the tokens it served; the overall row sums them over the replicas.
+    ``tdp_w_by_gpu`` gives the power of GPUs the catalogs give no TDP (or replaces theirs).
     """
     from hgresearch.accounting.costs import cost_per_million_tok_usd, run_cost_usd
     from hgresearch.accounting.energy import (
@@ -242,7 +302,6 @@ def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
         configuration_power_w,
         g_co2_per_1m_tok,
         kwh_per_1m_tok,
-        tdp_per_gpu_w,
         tokens_per_kwh_of_energy,
     )
     from hgresearch.data.summary import summarize
@@ -252,13 +311,8 @@ def fleet_summary(frame: pd.DataFrame, replicas: list[SimReplica], *,
     duration_s = overall["duration"] or 0.0
 
     def tdp_w(replica: SimReplica) -> float:
-        from hgresearch.data.catalogs import CatalogKeyError, normalize_gpu_name
-
-        try:
-            per_gpu = tdp_per_gpu_w(normalize_gpu_name(replica.gpu_name))
-        except CatalogKeyError:  # a GPU the catalogs do not know: no TDP figure
-            return math.nan
-        return float(configuration_power_w(per_gpu, replica.num_gpus))
+        return float(configuration_power_w(tdp_or_nan(replica.gpu_name, tdp_w_by_gpu),
+                                           replica.num_gpus))
 
     def row(name: str, s: dict[str, Any], gpus: int, cost_usd: float,
             energy_j: float) -> dict[str, Any]:

@@ -24,9 +24,9 @@ from hgresearch.identity import config_label
 #: ``MODEL on Nx GPU`` (the configuration label of :func:`hgresearch.identity.config_label`).
 CONFIG_LABEL = re.compile(r"^(?P<model>\S.*?) on (?P<num_gpus>\d+)x (?P<gpu>\S+)$")
 #: Keys of a replica entry in a fleet file.
-REPLICA_KEYS = ("config", "count", "price_usd_per_gpu_h", "base_url", "served_model",
-                "capacity_weight", "max_outstanding", "step_time", "num_kv_blocks",
-                "max_num_seqs", "max_num_batched_tokens")
+REPLICA_KEYS = ("config", "calibration", "count", "price_usd_per_gpu_h", "base_url",
+                "served_model", "capacity_weight", "max_outstanding", "step_time",
+                "num_kv_blocks", "max_num_seqs", "max_num_batched_tokens")
 #: Coefficients of ``step_time`` (:class:`~hgresearch.sim.step_time.LinearStepTimeModel`).
 STEP_TIME_KEYS = ("c0_s", "c_prefill_s_per_token", "c_decode_s_per_seq", "c_kv_s_per_token")
 #: Price scenario (hgresearch/data/catalogs/prices.csv) used when a replica gives no price.
@@ -48,6 +48,9 @@ class FleetReplicaSpec:
     max_outstanding: int | None = None
     step_time: dict[str, float] | None = None
     scheduler: dict[str, int] = field(default_factory=dict)
+    #: A calibration file (``hgresearch sim calibrate``; path resolved against the fleet
+    #: file's folder) whose calibration the replica runs.
+    calibration: str | None = None
     #: Where the entry is (for errors found later, e.g. an unknown GPU when simulating).
     file: str | None = None
     line: int | None = None
@@ -117,6 +120,12 @@ def _parse_replica(entry: Any, i: int, document: YamlDocument) -> list[FleetRepl
     unknown = sorted(set(entry) - set(REPLICA_KEYS))
     if unknown:
         raise fail(f"unknown key (expected {', '.join(REPLICA_KEYS)})", *where, unknown[0])
+    calibration = entry.get("calibration")
+    if calibration is not None:
+        if not isinstance(calibration, str) or not calibration.strip():
+            raise fail(f"expected the path of a calibration file, got {calibration!r}", *where,
+                       "calibration")
+        calibration = _calibration_label(calibration, entry, where, document)
     label = entry.get("config")
     match = CONFIG_LABEL.match(label.strip()) if isinstance(label, str) else None
     if match is None or int(match["num_gpus"]) < 1:
@@ -170,7 +179,28 @@ def _parse_replica(entry: Any, i: int, document: YamlDocument) -> list[FleetRepl
         base_url=urls[k] if urls else None, served_model=entry.get("served_model"),
         capacity_weight=entry.get("capacity_weight"),
         max_outstanding=entry.get("max_outstanding"), step_time=step, scheduler=scheduler,
-        file=document.file, line=document.lines.get(where)) for k in range(count)]
+        calibration=calibration, file=document.file, line=document.lines.get(where))
+        for k in range(count)]
+
+
+def _calibration_label(path: str, entry: dict[str, Any], where: tuple[Any, ...],
+                       document: YamlDocument) -> str:
+    """Resolve a replica's ``calibration`` file against the fleet file's folder, read it, and
+    set the entry's ``config`` from it (a ``config`` given too must be the same label)."""
+    from hgresearch.sim.calibration_file import read_calibration_file
+
+    folder = Path(document.file).parent if document.file else Path(".")
+    resolved = (folder / path).as_posix() if not Path(path).is_absolute() else path
+    try:
+        label = read_calibration_file(resolved).config_label
+    except InputError as err:
+        raise document.error(f"{err}", *where, "calibration") from None
+    given = entry.get("config")
+    if given is not None and given != label:
+        raise document.error(f"the calibration file calibrates {label!r}, not {given!r}",
+                             *where, "config")
+    entry["config"] = label
+    return resolved
 
 
 def bench_endpoints(fleet: Fleet, default_model: str) -> list[dict[str, Any]]:

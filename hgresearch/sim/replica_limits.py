@@ -13,6 +13,9 @@ simulator that overestimates KV capacity underestimates preemption and TTFT.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hgresearch.data.catalogs import hardware_catalog, model_row, normalize_gpu_name
@@ -115,3 +118,65 @@ def kv_cache_tokens_from_log(text: str, block_size: int = 16) -> int | None:
         return int(tokens[-1].replace(",", ""))
     blocks = _GPU_BLOCKS_RE.findall(text) or _CPU_BLOCKS_RE.findall(text)
     return int(blocks[-1]) * block_size if blocks else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The KV cache a measured server reported (calibration of a user's runs)
+# ---------------------------------------------------------------------------------------------
+
+#: Where a replica's KV capacity came from, best first: the server's ``/metrics``
+#: (``vllm:cache_config_info``, kept in ``server_metrics.json``), its start-up log, a number the
+#: user gave, the catalogs' memory bound (an upper bound: activations are not subtracted).
+KV_SOURCES = ("server_metrics", "server_log", "given", "catalog")
+
+
+@dataclass(frozen=True)
+class KvCache:
+    """A replica's KV cache: ``num_blocks`` blocks of ``block_size`` tokens, where the number
+    came from (one of :data:`KV_SOURCES`) and which file said so (``detail``)."""
+
+    num_blocks: int
+    block_size: int
+    source: str
+    detail: str = ""
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the cache holds."""
+        return self.num_blocks * self.block_size
+
+
+def server_kv_cache(run_dirs: Sequence[str | Path]) -> KvCache | None:
+    """The KV cache the server of these run folders reported, best source first: the
+    ``server_metrics.json`` of a run (``num_gpu_blocks`` × ``block_size``), else a server log
+    (:func:`kv_cache_tokens_from_log`: V1 states tokens, so the block size is the metrics' where a
+    run has them, else vLLM's default 16); None when no run folder says. Runs that disagree
+    (two server configurations given as one) are an :class:`InputError` naming both files."""
+    from hgresearch.data.runfolder import (
+        SERVER_METRICS_FILE,
+        read_server_kv_cache,
+        server_log_paths,
+    )
+
+    found: list[KvCache] = []
+    for run_dir in map(Path, run_dirs):
+        kv = read_server_kv_cache(run_dir)
+        if kv is not None:
+            found.append(KvCache(int(kv["num_gpu_blocks"]), int(kv.get("block_size") or 16),
+                                 "server_metrics", str(run_dir / SERVER_METRICS_FILE)))
+    if found:
+        for other in found[1:]:
+            if other.num_blocks != found[0].num_blocks:
+                raise InputError(f"the server reported {other.num_blocks} KV blocks here but "
+                                 f"{found[0].num_blocks} in {found[0].detail}: runs of "
+                                 "different server configurations", file=other.detail,
+                                 field="server.kv_cache.num_gpu_blocks")
+        return found[0]
+    for run_dir in map(Path, run_dirs):
+        for log in server_log_paths(run_dir):
+            text = log.read_text(encoding="utf-8", errors="replace")
+            tokens = kv_cache_tokens_from_log(text)
+            if tokens:
+                block_size = 16
+                return KvCache(max(tokens // block_size, 1), block_size, "server_log", str(log))
+    return None
