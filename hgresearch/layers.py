@@ -41,8 +41,10 @@ STACK: tuple[Layer, ...] = (
           "arrival schedules, request lengths and routing policies, shared by bench and sim"),
     Layer("data", ("data",),
           "the run folder's schema, ingest of result files, catalogs, reference data, summaries"),
-    Layer("core", ("errors", "units", "identity", "executors", "cache", "paths", "layers"),
-          "errors, units, configuration identity, executors, the result cache, paths"),
+    Layer("core", ("errors", "units", "identity", "executors", "cache", "paths", "layers",
+                   "bounds"),
+          "errors, units, configuration identity, executors, the result cache, paths, work "
+          "bounds"),
 )
 
 #: Beside the stack: the measurement side.

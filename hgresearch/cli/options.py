@@ -9,6 +9,7 @@
 - ``--seed``: the seed of everything random in the command;
 - ``--executor`` / ``--address``: where independent pieces of work run (local, local worker
   processes, or a Ray cluster; docs/cluster.md);
+- ``--allow-large``: run work estimated over the memory or time limit (:mod:`hgresearch.bounds`);
 - ``--candidate-file``: a calibration file (``hgresearch sim calibrate``) offered beside the
   paper's configurations; ``--price GPU=USD`` (per GPU-hour) and ``--tdp GPU=W`` for GPUs the
   catalogs do not price or power.
@@ -43,6 +44,10 @@ Address = Annotated[str | None, typer.Option(
     "--address", help="Ray cluster (--executor ray): 'auto' (started here with `ray start`), "
                       "ray://HOST:10001, or none: $RAY_ADDRESS (set by `ray job submit`), "
                       "else a local cluster.")]
+
+AllowLarge = Annotated[bool, typer.Option(
+    "--allow-large", help="Run even when the work is estimated over the limits (4 GB of memory, "
+                          "1 hour); without it such work is refused before it starts.")]
 
 
 CandidateFiles = Annotated[list[Path] | None, typer.Option(

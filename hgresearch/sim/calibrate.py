@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -117,6 +117,28 @@ class Calibration:
     rms_log_error: float
     num_simulations: int
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def scaled(self, step_time_factor: float) -> Calibration:
+        """This calibration with every simulated step ``step_time_factor`` times as long (and
+        the TTFT offset with it): the slow (> 1) or fast (< 1) end of a prediction interval
+        (:mod:`hgresearch.sim.intervals`). The roofline floor scales too, so that a step the
+        floor bounds slows down like any other."""
+        if not (math.isfinite(step_time_factor) and step_time_factor > 0):
+            raise ValueError(f"step_time_factor must be a positive number, not {step_time_factor}")
+        c = self.coefficients
+        coefficients = StepCoefficients(
+            c0_s=c.c0_s * step_time_factor,
+            c_prefill_s_per_token=c.c_prefill_s_per_token * step_time_factor,
+            c_decode_s_per_seq=c.c_decode_s_per_seq * step_time_factor,
+            ttft_offset_s=c.ttft_offset_s * step_time_factor)
+        floor = self.replica.floor
+        if floor is not None:
+            floor = replace(floor,
+                            bandwidth_bytes_per_s=floor.bandwidth_bytes_per_s / step_time_factor,
+                            peak_flops_per_s=floor.peak_flops_per_s / step_time_factor)
+        return replace(self, replica=replace(self.replica, floor=floor),
+                       coefficients=coefficients,
+                       extra={**self.extra, "step_time_factor": step_time_factor})
 
 
 def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None = None,
