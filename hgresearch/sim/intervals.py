@@ -5,7 +5,8 @@ rate removed from the fit, then predicted) gives, per metric, relative residuals
 ``predicted / measured - 1``. Split-conformal intervals take their empirical quantiles: a
 nominal ``confidence`` interval around a prediction ``p`` is
 ``[p / (1 + q_high), p / (1 + q_low)]`` where ``q_low``/``q_high`` are the
-``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the residuals. The
+``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the residuals (widened to
+include 0, so that the interval contains the prediction). The
 validation tables report how often such intervals cover held-out measurements.
 
 The planner needs one number from this: the *slow end* of the step time,
@@ -64,6 +65,9 @@ class PredictionIntervals:
         """The ``confidence`` interval of the true value of ``metric`` given the prediction
         ``predicted``: ``[p / (1 + q_high), p / (1 + q_low)]``."""
         q_low, q_high = self.residual_quantiles(metric, confidence)
+        # A prediction is always a possible value: with few residuals of one sign the
+        # quantiles alone would give an interval that excludes it.
+        q_low, q_high = min(q_low, 0.0), max(q_high, 0.0)
         return predicted / (1.0 + q_high), predicted / max(1.0 + q_low, 1e-9)
 
     def step_time_factor(self, confidence: float) -> float:
