@@ -18,6 +18,9 @@ writes it; :func:`read_calibration_file` reads and checks it: a bad field is one
 :class:`~hgresearch.sim.calibrate.Calibration` (public API:
 :class:`~hgresearch.sim.calibrate.Replica`, :class:`~hgresearch.sim.calibrate.StepCoefficients`),
 the object the fleet simulator and the planner take for a calibrated configuration.
+
+Why one module of this length: the file format's content, writer and checking reader are one
+contract — a field added to one and not the others is the bug to avoid — so they change together.
 """
 
 from __future__ import annotations

@@ -25,6 +25,10 @@ files").
    held-out rate simulated (:func:`leave_one_rate_out`; the rows of
    :func:`hgresearch.sim.validation.simulated_leave_one_qps_out`).
 
+Why one module of this length: the five steps share the user's runs and their error messages
+(file and field of the run at fault), and run in one order for ``sim calibrate`` and for
+:func:`revalidate`; split, each piece would need the others' state.
+
 Uses the calibration's public API only (``calibrate``, ``Calibration``, ``StepCoefficients``,
 ``Replica``, ``simulate_times``, ``SummaryAtOffset``), so a new step-time model replaces the fit
 here and nowhere else.
