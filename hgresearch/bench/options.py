@@ -208,9 +208,10 @@ def _number(field: str, value: Any, *, low: float, strict: bool, unit: str = "",
         raise _fail(field, f"expected a number {bound}{unit}, got {value!r}")
 
 
-def validate_config(config: BenchConfig) -> None:
+def validate_config(config: BenchConfig, *, files: bool = True) -> None:
     """Check every field of a :class:`~hgresearch.bench.config.BenchConfig` (before anything
-    is written); raises :class:`OptionError` naming the option of the first bad field."""
+    is written); raises :class:`OptionError` naming the option of the first bad field.
+    ``files=False`` leaves out whether the workload's file and the tokenizer exist."""
     from pathlib import Path
 
     from hgresearch.bench.prompts import validate_workload
@@ -230,11 +231,11 @@ def validate_config(config: BenchConfig) -> None:
     _integer("max_concurrency", c.max_concurrency, 1, optional=True)
     _integer("warmup_requests", c.warmup_requests, 0)
     try:
-        validate_workload(c.workload)
+        validate_workload(c.workload, files=files)
     except InputError as err:
         raise _fail("workload", err.reason) from None
     _integer("seed", c.seed, 0)
-    if c.tokenizer is not None and not Path(c.tokenizer).exists():
+    if files and c.tokenizer is not None and not Path(c.tokenizer).exists():
         raise _fail("tokenizer", f"no such file or folder: {c.tokenizer}")
     _number("timeout_s", c.timeout_s, low=0, strict=True, unit=" s")
     if c.api_key_env is not None and (not isinstance(c.api_key_env, str)

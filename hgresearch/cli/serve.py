@@ -134,6 +134,7 @@ def sweep(
         run_points,
         run_sweep,
     )
+    from hgresearch.bench.sweep.run import SweepInterrupted
     from hgresearch.data.runfolder import is_finished
 
     plan = load_sweep(sweep_file)
@@ -155,8 +156,7 @@ def sweep(
     try:
         statuses = run_sweep(plan, resume=resume, echo=typer.echo,
                              executor=executor_of(executor, address), retries=retries)
-    except KeyboardInterrupt:
-        raise fail("interrupted; servers stopped. Continue with --resume.",
-                   INTERRUPTED_EXIT_CODE) from None
+    except SweepInterrupted as interrupted:
+        raise fail(interrupted.message(), INTERRUPTED_EXIT_CODE) from None
     if any(s["status"] == "failed" for s in statuses):
         raise typer.Exit(1)

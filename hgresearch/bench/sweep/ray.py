@@ -138,6 +138,7 @@ def run_on_ray(sweep: Sweep, todo: dict[int, list[RunPoint]], log: SweepLog,
                              name=f"sweep:{entry.model_label}:{entry.hardware_label}").remote(
             sweep, index, [(qps_label(p.qps), p.repeat) for p in pending])
         outstanding[ref] = (index, pending, attempt)
+        log.servers_started += 1
         log.echo(f"submitted {entry.model_label} on {entry.hardware_label} "
                  f"({len(pending)} run(s), attempt {attempt + 1}/{retries + 1}, "
                  f"resources {_demand(options)})")
