@@ -69,7 +69,8 @@ def sim_fleet(
     """Simulate a fleet at one request rate; print per-replica and overall summaries.
 
     The work (memory and time from --num-prompts and the fleet's replicas) is estimated
-    before anything is calibrated: over 4 GB or 1 hour is refused without --allow-large.
+    before anything is calibrated: over 4 GB or 1 hour is refused without --allow-large. A
+    long simulation shows a progress bar; Ctrl-C stops it at once (exit 130).
 
     Arrivals and lengths are those the live ``hgresearch bench`` would send with the same
     --qps, --num-prompts, --workload and --seed.
@@ -115,8 +116,10 @@ def sim_fleet(
     arrivals_s = arrival_offsets_ns(num_prompts, qps, seed=seed) / 1e9
     router_policy = make_policy(policy, seed=seed, threshold_tokens=threshold_tokens,
                                 max_outstanding=max_outstanding)
-    frame = simulate_fleet(replicas, router_policy, arrivals_s,
-                           [s.prompt_len for s in specs], [s.output_len for s in specs])
+    with progress_bar(num_prompts, "simulated requests", estimate.time_s) as advance:
+        frame = simulate_fleet(replicas, router_policy, arrivals_s,
+                               [s.prompt_len for s in specs], [s.output_len for s in specs],
+                               on_completions=advance)
     table = fleet_summary(frame, replicas, tdp_w_by_gpu=tdps)
     for replica in replicas:
         if replica.step_time_source == ROOFLINE_ONLY:
