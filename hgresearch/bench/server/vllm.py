@@ -360,10 +360,13 @@ class VLLMServer:
             self.process = subprocess.Popen(  # noqa: S603 - command built from typed config
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.env, start_new_session=True, preexec_fn=prepare_child)
-            log.write(f"# hgresearch: server pid {self.process.pid} (own session)\n".encode())
-            log.flush()
-        self.started_at_s = time.monotonic()
+        # From here on a Ctrl-C stops the server (an interrupt inside Popen itself is left to
+        # the parent-death signal, or in a Ray worker to stop_child_sessions).
         try:
+            with open(self.log_path, "ab") as log:
+                log.write(f"# hgresearch: server pid {self.process.pid} (own session)\n"
+                          .encode())
+            self.started_at_s = time.monotonic()
             self._wait_healthy()
         except BaseException:
             self.stop()

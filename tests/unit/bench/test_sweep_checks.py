@@ -106,3 +106,26 @@ def test_sweep_on_an_unreachable_ray_address_fails_in_one_line(tmp_path):
     [error] = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert "cannot reach the Ray cluster at 127.0.0.1:1" in error
     assert "Traceback" not in result.output
+
+
+def test_a_server_no_block_holds_is_stopped_with_its_session():
+    """What a Ctrl-C inside `subprocess.Popen` leaves in a Ray worker (the cause of the Ray
+    Ctrl-C test's rare failure): a server in its own session that no `VLLMServer` holds.
+    The task's `stop_child_sessions` stops it; a child in this session is left alone."""
+    import subprocess
+    import sys
+
+    from hgresearch.bench.server.process import child_sessions, stop_child_sessions
+
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                              start_new_session=True)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        assert orphan.pid in child_sessions() and bystander.pid not in child_sessions()
+        assert stop_child_sessions(grace_s=10) == [orphan.pid]
+        assert orphan.poll() is not None or orphan.wait(timeout=5) is not None
+        assert bystander.poll() is None
+    finally:
+        for process in (orphan, bystander):
+            process.kill()
+            process.wait(timeout=10)
