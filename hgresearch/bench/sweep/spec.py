@@ -35,13 +35,16 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.server.vllm import VLLMServerConfig
 from hgresearch.data.files import YamlDocument, read_yaml
 from hgresearch.errors import InputError
 from hgresearch.identity import hardware_label
+
+if TYPE_CHECKING:
+    from hgresearch.bounds import WorkEstimate
 
 #: Where ``synth:`` models are built (relative to the current folder).
 DEFAULT_MODEL_DIR = Path("build/models")
@@ -434,3 +437,14 @@ def makespan_s(durations_s: list[float], nodes: int) -> float:
     for duration in sorted(durations_s, reverse=True):
         loads[loads.index(min(loads))] += duration
     return max(loads)
+
+
+def sweep_estimate(sweep: Sweep, nodes: int = 1) -> WorkEstimate:
+    """What running ``sweep`` on ``nodes`` nodes costs, for :func:`hgresearch.bounds.check_work`:
+    the dry run's wall time (:func:`configuration_durations_s`, :func:`makespan_s`); its memory
+    is the servers' (on their GPUs), so none is counted here."""
+    from hgresearch.bounds import WorkEstimate
+
+    durations = configuration_durations_s(sweep)
+    return WorkEstimate(what=f"sweep {sweep.name} ({len(durations)} server configurations)",
+                        memory_bytes=0.0, time_s=makespan_s(durations, nodes))

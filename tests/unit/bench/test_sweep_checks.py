@@ -129,3 +129,28 @@ def test_a_server_no_block_holds_is_stopped_with_its_session():
         for process in (orphan, bystander):
             process.kill()
             process.wait(timeout=10)
+
+
+def test_a_local_sweep_over_an_hour_is_refused_before_any_server(tmp_path):
+    """The paper's protocol (13 configurations, about 3 h by the dry run's sizing)."""
+    from hgresearch.paths import REPO_ROOT
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["sweep", str(REPO_ROOT / "sweeps" / "paper-h100.yaml"),
+                                      "--dummy-weights", "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("error: sweep paper-h100-dummy (13 server configurations) would "
+                           "take about 3.0 h (limit 1.0 h)")
+    assert "--allow-large" in line and not out.exists()
+
+
+def test_bench_over_an_hour_is_refused_before_anything_is_sent(tmp_path):
+    """The server address is a closed port: reaching it would be a different error."""
+    result = CliRunner().invoke(app, [
+        "bench", "--base-url", f"http://127.0.0.1:{free_port()}", "--model", "m", "--qps",
+        "1,2", "--num-prompts", "100000", "-o", str(tmp_path / "runs")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: benchmarking 100,000 requests at each of 2 "
+                                    "rate(s) would take about 41.7 h (limit 1.0 h)")
+    assert not (tmp_path / "runs").exists()
