@@ -23,7 +23,7 @@ from hgresearch.bench.sweep.spec import (
 )
 from hgresearch.data.runfolder import ERROR_FILE, SERVER_LOG_FILE, is_finished
 from hgresearch.errors import InputError
-from hgresearch.executors import DEFAULT_RETRIES, Executor, ExecutorKind
+from hgresearch.executors import DEFAULT_RETRIES, Executor, ExecutorKind, connect_ray
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -60,7 +60,7 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, echo: Callable[[str], None]
     raises, whose node dies or whose server fails is tried again up to ``retries`` times, then
     its runs are reported failed).
 
-    Steps: check the model folders and the runs' files
+    Steps: check the model folders and the runs' files here (on Ray: reach the cluster)
     (:func:`~hgresearch.bench.sweep.spec.check_before_start`; the sweep file itself was
     checked in full when it was read), refuse to overwrite (:func:`_refuse_started_runs`; a
     folder holding only the error of a failed attempt is cleared and run again), keep a copy
@@ -75,7 +75,12 @@ def run_sweep(sweep: Sweep, *, resume: bool = False, echo: Callable[[str], None]
     if retries < 0:
         raise InputError(f"expected a non-negative number of retries, got {retries}",
                          field="retries")
-    check_before_start(sweep)
+    if executor.kind == ExecutorKind.RAY:
+        # the model folders and data files are the nodes' (not checked here); an unreachable
+        # cluster is an error before anything is written
+        connect_ray(executor.address)
+    else:
+        check_before_start(sweep)
     points = run_points(sweep)
     if not resume:
         _refuse_started_runs(points)

@@ -106,6 +106,7 @@ def test_sweep_on_an_unreachable_ray_address_fails_in_one_line(tmp_path):
     [error] = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert "cannot reach the Ray cluster at 127.0.0.1:1" in error
     assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 def test_a_server_no_block_holds_is_stopped_with_its_session():
