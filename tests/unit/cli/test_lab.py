@@ -140,3 +140,22 @@ def test_papermill_sees_every_parameter(path):
 
     notebook = json.loads(path.read_text())
     assert sorted(papermill.inspect_notebook(str(path))) == sorted(_parameters(notebook))
+
+
+def test_jupyter_checkpoints_are_ignored():
+    """`make lab` saves notebooks/.ipynb_checkpoints/; git must not offer them."""
+    result = subprocess.run(["git", "check-ignore", "-q",
+                             "notebooks/.ipynb_checkpoints/01_benchmark-checkpoint.ipynb"],
+                            cwd=REPO_ROOT)
+    assert result.returncode == 0
+
+
+def test_notebook_01_says_how_to_pass_an_api_key():
+    """Its parameter table names the environment variable the key is read from (never the
+    key itself), and the sweep's config takes it."""
+    notebook = json.loads((REPO_ROOT / "notebooks" / "01_benchmark.ipynb").read_text())
+    assert _parameters(notebook)["api_key_env"] == '"OPENAI_API_KEY"'
+    table = "".join(notebook["cells"][0]["source"])
+    assert "| `api_key_env` |" in table and "never written" in table
+    code = "".join(notebook["cells"][2]["source"])
+    assert "api_key_env=api_key_env or None" in code
