@@ -27,9 +27,19 @@ test: $(STAMP) typecheck  ## the type check and the whole test suite (what CI ru
 test-fast: $(STAMP)  ## quick check while editing: everything but slow, timing and integration tests
 	$(BIN)/python -m pytest -q -m "not slow and not timing and not integration"
 
-lab: $(STAMP)  ## JupyterLab on the project's kernel ("hgresearch (.venv)") with notebooks/ open
+# `make lab PORT=8890 TOKEN=secret NO_BROWSER=1` (a remote machine, a container); as root
+# JupyterLab refuses to start without --allow-root, which is then added; LAB_ARGS: anything else.
+PORT ?= 8888
+TOKEN ?=
+NO_BROWSER ?=
+LAB_ARGS ?=
+IS_ROOT := $(filter 0,$(shell id -u 2>/dev/null))
+
+lab: $(STAMP)  ## JupyterLab on the project's kernel ("hgresearch (.venv)") with notebooks/ open; PORT=, TOKEN=, NO_BROWSER=1, LAB_ARGS=
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks \
-		--MappingKernelManager.default_kernel_name=hgresearch
+		--MappingKernelManager.default_kernel_name=hgresearch --ServerApp.port=$(PORT) \
+		$(if $(TOKEN),--IdentityProvider.token=$(TOKEN)) $(if $(NO_BROWSER),--no-browser) \
+		$(if $(IS_ROOT),--allow-root) $(LAB_ARGS)
 
 # vLLM for CPU lives in its own environment, used only to run the server (docs/serving.md);
 # nothing of it is needed for `make reproduce`.

@@ -16,7 +16,11 @@ imported only when the ``ray`` executor is chosen.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import socket
+import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -51,14 +55,60 @@ def import_ray() -> Any:
     return ray
 
 
+#: Seconds the address of a Ray cluster gets to accept a connection before the command stops
+#: with an error: Ray itself retries an unreachable address for minutes, printing only its
+#: own warnings.
+RAY_CONNECT_TIMEOUT_S = 10.0
+
+
+def _stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def probe_ray_address(address: str | None, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S,
+                      echo: Callable[[str], None] = _stderr_line) -> None:
+    """Before ``ray.init``: check that ``address`` (``HOST:PORT`` of a head's GCS, or
+    ``ray://HOST:PORT`` of its Ray Client server) accepts a TCP connection within
+    ``timeout_s``, with a progress line; :class:`InputError` (one line, exit 2) saying what
+    happened otherwise. ``ray://`` also needs Ray Client (``grpcio``, the ``[ray]`` extra's
+    ``ray[client]``). ``None`` and ``"auto"`` (this machine's cluster file) are Ray's to
+    resolve and are not probed."""
+    if address is None or address in ("auto", "local"):
+        return
+    client = address.startswith("ray://")
+    if client and importlib.util.find_spec("grpc") is None:
+        raise InputError(f"--address {address} uses Ray Client, which needs grpcio (not "
+                         f"installed): {RAY_INSTALL_HINT} (it installs ray[client])",
+                         field="address")
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"expected HOST:PORT (the head's GCS, e.g. 10.0.0.1:6379) or "
+                         f"ray://HOST:PORT (Ray Client, e.g. ray://10.0.0.1:10001), got "
+                         f"{address!r}", field="address")
+    echo(f"connecting to the Ray cluster at {address} (up to {timeout_s:.0f} s) ...")
+    start = time.monotonic()
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as err:
+        reason = ("no answer" if isinstance(err, TimeoutError)
+                  else err.strerror or type(err).__name__)
+        raise InputError(f"cannot reach the Ray cluster at {address}: {reason} after "
+                         f"{time.monotonic() - start:.1f} s; is a Ray head running there "
+                         "(`ray start --head`)? docs/cluster.md", field="address") from None
+
+
 def connect_ray(address: str | None = None) -> Any:
     """The ``ray`` module, connected: an already initialised session is reused (tests start a
     local cluster themselves); else ``ray.init(address)``: ``None`` joins the cluster named by
     ``$RAY_ADDRESS`` (set inside ``ray job submit``) or starts a local one, ``"auto"`` joins
     the cluster started on this machine with ``ray start``, ``ray://host:10001`` a remote one.
+    An address is probed first (:func:`probe_ray_address`): unreachable, it is an error
+    within :data:`RAY_CONNECT_TIMEOUT_S`, not a hang.
     """
     ray = import_ray()
     if not ray.is_initialized():
+        probe_ray_address(address)
         try:
             # Only the address: options such as include_dashboard are refused by Ray Client
             # (ray://) and when joining a running cluster.
@@ -122,8 +172,13 @@ class Executor:
             from concurrent.futures import ProcessPoolExecutor
 
             workers = min(self.max_workers or os.cpu_count() or 1, len(items))
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            pool = ProcessPoolExecutor(max_workers=workers)
+            try:
                 results = _collect(pool.map(function, items), on_result)
+            except BaseException:
+                _stop_now(pool)
+                raise
+            pool.shutdown()
         else:
             results = _collect(map(function, items), on_result)
         return results
@@ -150,6 +205,16 @@ class Executor:
                     ray.cancel(ref, force=True)
             raise
         return results
+
+
+def _stop_now(pool: Any) -> None:
+    """Ctrl-C (or an error) in a process map: end the workers at once. ``shutdown`` alone
+    waits for the items they hold — a calibration each, tens of seconds — so a Ctrl-C would
+    free nothing until then."""
+    for process in (getattr(pool, "_processes", None) or {}).values():
+        with contextlib.suppress(Exception):
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _apply(function: Callable[[Item], Result], item: Item) -> Result:

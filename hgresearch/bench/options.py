@@ -25,6 +25,7 @@ from hgresearch.errors import InputError
 
 if TYPE_CHECKING:
     from hgresearch.bench.config import BenchConfig
+    from hgresearch.bounds import WorkEstimate
 
 
 class Endpoint(StrEnum):
@@ -208,9 +209,10 @@ def _number(field: str, value: Any, *, low: float, strict: bool, unit: str = "",
         raise _fail(field, f"expected a number {bound}{unit}, got {value!r}")
 
 
-def validate_config(config: BenchConfig) -> None:
+def validate_config(config: BenchConfig, *, files: bool = True) -> None:
     """Check every field of a :class:`~hgresearch.bench.config.BenchConfig` (before anything
-    is written); raises :class:`OptionError` naming the option of the first bad field."""
+    is written); raises :class:`OptionError` naming the option of the first bad field.
+    ``files=False`` leaves out whether the workload's file and the tokenizer exist."""
     from pathlib import Path
 
     from hgresearch.bench.prompts import validate_workload
@@ -230,11 +232,11 @@ def validate_config(config: BenchConfig) -> None:
     _integer("max_concurrency", c.max_concurrency, 1, optional=True)
     _integer("warmup_requests", c.warmup_requests, 0)
     try:
-        validate_workload(c.workload)
+        validate_workload(c.workload, files=files)
     except InputError as err:
         raise _fail("workload", err.reason) from None
     _integer("seed", c.seed, 0)
-    if c.tokenizer is not None and not Path(c.tokenizer).exists():
+    if files and c.tokenizer is not None and not Path(c.tokenizer).exists():
         raise _fail("tokenizer", f"no such file or folder: {c.tokenizer}")
     _number("timeout_s", c.timeout_s, low=0, strict=True, unit=" s")
     if c.api_key_env is not None and (not isinstance(c.api_key_env, str)
@@ -299,3 +301,28 @@ def validate_fleet(config: BenchConfig) -> None:
                 or not 0 <= price < math.inf:
             raise _fail("fleet", f"endpoint {url}: price_usd_per_h must be >= 0, got {price!r}")
         _integer("policy_max_outstanding", endpoint.get("max_outstanding"), 1, optional=True)
+
+
+#: Client memory per request of a benchmark point (bytes), beside the prompt's text: its
+#: schedule entry, request spec and record (a JSON line of ~1 kB, kept for the summary).
+#: An allowance, not a measurement: the sweep's and bench's bounds are set by their time.
+BENCH_BYTES_PER_REQUEST = 4_000
+#: Bytes of prompt text per prompt token (words of a few characters).
+BENCH_BYTES_PER_PROMPT_TOKEN = 6
+
+
+def bench_estimate(config: BenchConfig, rates_qps: Sequence[float]) -> WorkEstimate:
+    """What benchmarking ``config`` at each of ``rates_qps`` costs, for
+    :func:`hgresearch.bounds.check_work`: the time of its arrivals (``num_prompts / rate``
+    per rate; none for ``inf``) and idle baselines, and the client's memory for the largest
+    point (:data:`BENCH_BYTES_PER_REQUEST` plus the prompt text)."""
+    from hgresearch.bounds import WorkEstimate
+
+    arrivals_s = sum(config.num_prompts / rate for rate in rates_qps if math.isfinite(rate))
+    time_s = arrivals_s + len(rates_qps) * config.idle_baseline_s
+    input_len = config.workload.get("input_len", 1024)
+    per_request = BENCH_BYTES_PER_REQUEST + BENCH_BYTES_PER_PROMPT_TOKEN * (
+        input_len if isinstance(input_len, int) else 1024)
+    return WorkEstimate(what=f"benchmarking {config.num_prompts:,} requests at each of "
+                             f"{len(rates_qps)} rate(s)",
+                        memory_bytes=config.num_prompts * per_request, time_s=time_s)

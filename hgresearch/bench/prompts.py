@@ -271,10 +271,11 @@ def _check_dist(kind: str, side: str, dist: Any) -> None:
         raise InputError(f"{where}: impossible {name} parameters {dist!r}", field="workload")
 
 
-def validate_workload(spec: Any) -> None:
+def validate_workload(spec: Any, *, files: bool = True) -> None:
     """Check a workload spec before anything is sent or written: a known kind, only its keys,
-    lengths that are integers >= 1, an existing file. Raises :class:`InputError` (field
-    ``workload``) saying which key is wrong and what is expected."""
+    lengths that are integers >= 1, an existing file (not with ``files=False``: a sweep file
+    is checked when it is read, its dataset when the sweep starts). Raises
+    :class:`InputError` (field ``workload``) saying which key is wrong and what is expected."""
     if not isinstance(spec, dict):
         raise InputError(f"expected a mapping with 'kind', got {spec!r}", field="workload")
     kind = spec.get("kind")
@@ -304,7 +305,7 @@ def validate_workload(spec: Any) -> None:
         path = spec.get("path")
         if not isinstance(path, str) or not path:
             raise InputError(f"{kind} workload: needs path=FILE", field="workload")
-        if not Path(path).is_file():
+        if files and not Path(path).is_file():
             raise InputError(f"{kind} workload: no such file: {path}", field="workload")
         if kind == "sharegpt":
             length("output_len", 1)

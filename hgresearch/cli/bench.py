@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from hgresearch.bench.options import Arrival, Endpoint, HttpClient
-from hgresearch.cli.options import Resume, Seed, output_option
+from hgresearch.cli.options import AllowLarge, Resume, Seed, output_option
 from hgresearch.traffic.routing import Policy
 
 
@@ -76,6 +76,7 @@ def bench(
     = Path("runs/bench"),
     resume: Resume = False,
     progress: Annotated[bool, typer.Option(help="Live progress bar.")] = True,
+    allow_large: AllowLarge = False,
 ) -> None:
     """Benchmark a server at each request rate; writes one run folder per rate.
 
@@ -83,12 +84,20 @@ def bench(
     server that cannot serve this configuration (no answer, wrong --model, --base-url ending in
     /v1, API key refused, failed warm-up) stops the run after the warm-up: exit 2, with the
     server's answer and what to change. A point where every request failed for another reason
-    is kept and the other points run; the exit code is then 1.
+    is kept and the other points run; the exit code is then 1. Work estimated over 1 hour
+    (the arrivals of every rate) or 4 GB is refused before anything is sent, without
+    --allow-large.
     """
     from hgresearch.bench.config import BenchConfig
-    from hgresearch.bench.options import parse_goodput, parse_qps, parse_workload_option
+    from hgresearch.bench.options import (
+        bench_estimate,
+        parse_goodput,
+        parse_qps,
+        parse_workload_option,
+    )
     from hgresearch.bench.preflight import raise_for_failed_points
     from hgresearch.bench.runner import run_qps_sweep
+    from hgresearch.bounds import check_work
 
     rates = parse_qps(qps)
     endpoints = _endpoints(base_url, fleet, model)
@@ -104,6 +113,7 @@ def bench(
         replicas=replicas, price_usd_per_gpu_h=price_usd_per_gpu_h, telemetry=telemetry,
         idle_baseline_s=idle_baseline_s, goodput_slo_ms=parse_goodput(goodput),
         http_client=http_client.value)
+    check_work(bench_estimate(config, rates), allow_large=allow_large)
     summaries = run_qps_sweep(config, rates, output, resume=resume, progress=progress)
     for s in summaries:
         ttft = s.get("median_ttft_ms")

@@ -10,8 +10,9 @@ and keeps its traceback.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TextIO, TypeVar
 
 import typer
 
@@ -39,11 +40,22 @@ def fail(message: str, exit_code: int = BAD_INPUT_EXIT_CODE) -> typer.Exit:
     return typer.Exit(exit_code)
 
 
+def show_warning_line(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    """:func:`warnings.showwarning` for a command: ``warning: message`` on one line of stderr,
+    without Python's file, line number, category and source line (NVML absent, a client that
+    fell behind, ... are the user's news, not the code's)."""
+    typer.echo(f"warning: {message}", err=True)
+
+
 def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Run a command; report user-facing errors as one line with their exit code."""
+    """Run a command; report user-facing errors as one line with their exit code, and
+    warnings as one line each (:func:`show_warning_line`)."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        previous = warnings.showwarning
+        warnings.showwarning = show_warning_line
         try:
             return func(*args, **kwargs)
         except HgResearchError as err:
@@ -53,5 +65,7 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
             raise fail(one_line(err), BAD_INPUT_EXIT_CODE) from None
         except KeyboardInterrupt:
             raise fail("interrupted", INTERRUPTED_EXIT_CODE) from None
+        finally:
+            warnings.showwarning = previous
 
     return wrapper

@@ -69,6 +69,11 @@ def select_notebooks(names: list[str], notebook_dir: Path = NOTEBOOK_DIR,
     return [p for p in available if p in chosen]
 
 
+#: The kernel's own log stays out of our stderr: on Ctrl-C it would print a traceback of its
+#: closed socket after the kernel is stopped (cells' errors come back as messages, not logs).
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
+
+
 def execute_notebook(notebook: Path, output: Path, parameters: Mapping[str, object]
                      ) -> None:
     """Run one notebook with papermill; raise :class:`NotebookFailed` naming the failing cell."""
@@ -79,7 +84,7 @@ def execute_notebook(notebook: Path, output: Path, parameters: Mapping[str, obje
     try:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters,
                             progress_bar=False, cwd=str(REPO_ROOT), kernel_name="python3",
-                            config=_kernel_config())
+                            config=_kernel_config(), extra_arguments=KERNEL_ARGUMENTS)
     except PapermillExecutionError as err:
         raise NotebookFailed(
             f"{notebook} failed in cell {err.exec_count} ({err.ename}: {err.evalue}).\n"

@@ -11,7 +11,14 @@ from typing import Annotated
 import typer
 
 from hgresearch.cli.errors import INTERRUPTED_EXIT_CODE, fail
-from hgresearch.cli.options import Address, ExecutorOption, Resume, executor_of, output_option
+from hgresearch.cli.options import (
+    Address,
+    AllowLarge,
+    ExecutorOption,
+    Resume,
+    executor_of,
+    output_option,
+)
 from hgresearch.executors import DEFAULT_RETRIES, ExecutorKind
 from hgresearch.units import SECONDS_PER_HOUR
 
@@ -122,9 +129,12 @@ def sweep(
     nodes: Annotated[int, typer.Option(
         help="--dry-run: also estimate the wall time on this many nodes (docs/cluster.md).")]
     = 1,
+    allow_large: AllowLarge = False,
 ) -> None:
     """Run a sweep: server configurations x QPS values x repeats (see docs/serving.md;
-    on a Ray cluster with --executor ray: docs/cluster.md)."""
+    on a Ray cluster with --executor ray: docs/cluster.md). Here (--executor local) a sweep
+    whose dry-run estimate is over 1 hour is refused before any server starts, without
+    --allow-large; on Ray the time depends on the cluster's nodes."""
     from hgresearch.bench.sweep import (
         apply_dummy_weights,
         configuration_durations_s,
@@ -133,7 +143,10 @@ def sweep(
         qps_label,
         run_points,
         run_sweep,
+        sweep_estimate,
     )
+    from hgresearch.bench.sweep.run import SweepInterrupted
+    from hgresearch.bounds import check_work
     from hgresearch.data.runfolder import is_finished
 
     plan = load_sweep(sweep_file)
@@ -152,11 +165,12 @@ def sweep(
                    f"{k_nodes_h:.1f} h on {nodes} node(s) "
                    f"({len(durations)} server configurations; see docs/cluster.md)")
         return
+    if executor == ExecutorKind.LOCAL:
+        check_work(sweep_estimate(plan), allow_large=allow_large)
     try:
         statuses = run_sweep(plan, resume=resume, echo=typer.echo,
                              executor=executor_of(executor, address), retries=retries)
-    except KeyboardInterrupt:
-        raise fail("interrupted; servers stopped. Continue with --resume.",
-                   INTERRUPTED_EXIT_CODE) from None
+    except SweepInterrupted as interrupted:
+        raise fail(interrupted.message(), INTERRUPTED_EXIT_CODE) from None
     if any(s["status"] == "failed" for s in statuses):
         raise typer.Exit(1)

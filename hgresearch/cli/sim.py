@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,6 +20,7 @@ import typer
 
 from hgresearch.cli.options import (
     Address,
+    AllowLarge,
     BuildDir,
     CandidateFiles,
     ExecutorOption,
@@ -62,8 +64,13 @@ def sim_fleet(
     candidate_file: CandidateFiles = None,
     price: PriceOverrides = None,
     tdp: TdpOverrides = None,
+    allow_large: AllowLarge = False,
 ) -> None:
     """Simulate a fleet at one request rate; print per-replica and overall summaries.
+
+    The work (memory and time from --num-prompts and the fleet's replicas) is estimated
+    before anything is calibrated: over 4 GB or 1 hour is refused without --allow-large. A
+    long simulation shows a progress bar; Ctrl-C stops it at once (exit 130).
 
     Arrivals and lengths are those the live ``hgresearch bench`` would send with the same
     --qps, --num-prompts, --workload and --seed.
@@ -89,14 +96,19 @@ def sim_fleet(
         raise InputError(f"--num-prompts: expected an integer >= 1, got {num_prompts}")
     if not qps > 0:
         raise InputError(f"--qps: expected a rate > 0, got {qps}")
+    from hgresearch.bounds import check_work
     from hgresearch.sim.calibration_file import parse_gpu_values, read_candidate_files
+    from hgresearch.sim.run import run_estimate
 
     prices = parse_gpu_values(price, "--price", "USD_PER_GPU_H")
     tdps = parse_gpu_values(tdp, "--tdp", "W")
+    fleet = load_fleet(fleet_file)
+    estimate = run_estimate(num_prompts, replicas=len(fleet.replicas))
+    check_work(estimate, allow_large=allow_large)
     with warnings_as_lines():
         candidates = {k: v.calibration() for k, v in
                       read_candidate_files(candidate_file or []).items()}
-        replicas = sim_replicas(load_fleet(fleet_file), build_dir=build_dir,
+        replicas = sim_replicas(fleet, build_dir=build_dir,
                                 reference=reference, candidates=candidates,
                                 prices_usd_per_gpu_h=prices)
     require_price_and_tdp(replicas, tdps)
@@ -104,8 +116,10 @@ def sim_fleet(
     arrivals_s = arrival_offsets_ns(num_prompts, qps, seed=seed) / 1e9
     router_policy = make_policy(policy, seed=seed, threshold_tokens=threshold_tokens,
                                 max_outstanding=max_outstanding)
-    frame = simulate_fleet(replicas, router_policy, arrivals_s,
-                           [s.prompt_len for s in specs], [s.output_len for s in specs])
+    with progress_bar(num_prompts, "simulated requests", estimate.time_s) as advance:
+        frame = simulate_fleet(replicas, router_policy, arrivals_s,
+                               [s.prompt_len for s in specs], [s.output_len for s in specs],
+                               on_completions=advance)
     table = fleet_summary(frame, replicas, tdp_w_by_gpu=tdps)
     for replica in replicas:
         if replica.step_time_source == ROOFLINE_ONLY:
@@ -169,20 +183,61 @@ def sim_run(
     executor: ExecutorOption = ExecutorKind.PROCESS,
     address: Address = None,
     candidate_file: CandidateFiles = None,
+    allow_large: AllowLarge = False,
 ) -> None:
     """Simulate one run of a configuration calibrated on its measured runs (the reference
     data's, or a --candidate-file's); print its summary (the keys of a measured run's
-    summary.json) as JSON."""
-    from hgresearch.sim.run import simulate_run, write_run_folder
+    summary.json) as JSON.
 
+    Checked before anything is calibrated or simulated: the rate and the number of requests,
+    the work (memory and time estimated from --num-prompts; over 4 GB or 1 hour is refused
+    without --allow-large), -o (a folder holding a run is refused) and the configuration (an
+    unknown label names the closest known ones). A long simulation shows a progress bar;
+    Ctrl-C stops it at once (exit 130)."""
+    from hgresearch.bounds import check_work
+    from hgresearch.sim.run import (
+        check_run_folder_target,
+        check_run_inputs,
+        run_estimate,
+        simulate_run,
+        write_run_folder,
+    )
+
+    check_run_inputs(qps, num_prompts)
+    estimate = run_estimate(num_prompts)
+    check_work(estimate, allow_large=allow_large)
+    if output is not None:
+        check_run_folder_target(output)
     with warnings_as_lines():
         fit, points = _run_calibration(config, candidate_file, reference, build_dir,
                                        executor_of(executor, address))
-    run = simulate_run(fit, points, qps, num_prompts, length_seed=seed)
-    typer.echo(json.dumps(run.summary, indent=1, default=str))
+    with progress_bar(num_prompts, "simulated requests", estimate.time_s) as advance:
+        run = simulate_run(fit, points, qps, num_prompts, length_seed=seed,
+                           on_completions=advance)
     if output is not None:
         write_run_folder(run, output)
+    typer.echo(json.dumps(run.summary, indent=1, default=str))
+    if output is not None:
         typer.echo(f"simulated run -> {output}", err=True)
+
+
+#: Work estimated to take at least this long (s) shows a progress bar on stderr.
+PROGRESS_AFTER_S = 5.0
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, unit: str, estimated_s: float
+                 ) -> Iterator[Callable[[int], object] | None]:
+    """A callback that advances a progress bar on stderr by its argument, for work estimated
+    at :data:`PROGRESS_AFTER_S` or more; ``None`` (no bar, no cost) for shorter work."""
+    if estimated_s < PROGRESS_AFTER_S:
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit=f" {unit}", file=sys.stderr, mininterval=1.0,
+              dynamic_ncols=True) as bar:
+        yield bar.update
 
 
 def _run_calibration(config: str | None, candidate_files: list[Path] | None,
@@ -192,7 +247,12 @@ def _run_calibration(config: str | None, candidate_files: list[Path] | None,
     (by --config, or the only one), else the reference configurations' (fitted on first use)."""
     from hgresearch.errors import InputError
     from hgresearch.sim.calibration_file import read_candidate_files
-    from hgresearch.sim.run import calibration_for, calibration_runs, calibrations
+    from hgresearch.sim.run import (
+        calibration_for,
+        calibration_runs,
+        calibrations,
+        check_configuration,
+    )
     from hgresearch.sim.validation import configuration_points
 
     files = read_candidate_files(candidate_files or [])
@@ -204,9 +264,12 @@ def _run_calibration(config: str | None, candidate_files: list[Path] | None,
     if config in files:
         return files[config].calibration(), files[config].points()
     runs = calibration_runs(reference)
+    points = dict(configuration_points(runs))
+    # before calibrating (minutes when nothing is cached): a typo answers at once
+    check_configuration(config, set(points) | set(files))
     known = calibrations(runs, build_dir, n_jobs=2, executor=runner)
     fit = calibration_for(config, {**known, **{k: v.calibration() for k, v in files.items()}})
-    return fit, dict(configuration_points(runs))[config]
+    return fit, points[config]
 
 
 def sim_calibrate(

@@ -113,3 +113,37 @@ def iter_json_lines(path: str | Path, *, text: str | None = None,
             raise InputError(f"malformed JSON: {err.msg} at column {err.colno}",
                              file=str(path), line=number) from None
         yield number, value
+
+
+def parameter_list(value: Any, name: str) -> list[Any]:
+    """A notebook's list parameter as a list, however it came (the one place notebooks parse
+    them): a list (the default, papermill ``-y``/``-f``) as it is; text (papermill ``-p``
+    passes every value as text) as a YAML/JSON list (``'["1x H100-PCIe", "2x RTX-4090"]'``,
+    ``'[32, 16, 8]'``), else as comma-separated items (``'1x H100-PCIe,2x RTX-4090'``; one
+    item without commas is a list of one). :class:`InputError` naming the parameter otherwise:
+    a list read item by item from its text would be looked up one character at a time."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    if not isinstance(value, str):
+        raise InputError(f"expected a list, got {value!r}", field=name)
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            parsed = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            problem = str(err).splitlines()[0]
+            raise InputError(f"expected a list such as '[\"a\", \"b\"]', got {value!r} "
+                             f"({problem})", field=name) from None
+        if not isinstance(parsed, list):
+            raise InputError(f"expected a list, got {value!r}", field=name)
+        return parsed
+    return [_item(item.strip()) for item in text.split(",") if item.strip()]
+
+
+def _item(text: str) -> Any:
+    """One comma-separated item: a JSON number or literal where it is one (``16``, ``2.5``),
+    else the text (``1x H100-PCIe``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text

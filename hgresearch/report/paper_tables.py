@@ -10,7 +10,7 @@ hand.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -191,9 +191,11 @@ def throughput_ratio_table(runs: pd.DataFrame, reference: str = "1x H100-PCIe",
 
 
 def headline_numbers(runs: pd.DataFrame, model: str = PAPER_MODEL,
-                     scenario: str = "alternative") -> dict[str, object]:
-    """A few numbers to print after ``reproduce`` (from Table 2's data)."""
-    data = configuration_runs(runs, model, TABLE2_HARDWARE, scenario)
+                     scenario: str = "alternative",
+                     hardware: Sequence[str] = TABLE2_HARDWARE) -> dict[str, object]:
+    """A few numbers to print after ``reproduce`` (from Table 2's data: ``model`` on
+    ``hardware``, the notebook's configurations, so another model's run has them)."""
+    data = configuration_runs(runs, model, list(hardware), scenario)
     best = data.loc[data.groupby("hardware").cost_usd_per_1m_tok.idxmin()]
     out: dict[str, object] = {"runs": len(runs), "models": int(runs.model.nunique())}
     for row in best.sort_values("hardware").itertuples():

@@ -227,21 +227,26 @@ class FleetRun:
 
 
 def run_fleet(replicas: list[SimReplica], policy: RoutingPolicy, requests: list[SimRequest],
-              *, skip_quiet_steps: bool = True) -> FleetRun:
+              *, skip_quiet_steps: bool = True,
+              on_completions: Callable[[int], object] | None = None) -> FleetRun:
     """Simulate ``requests`` (indices 0..n-1) arriving at a fleet routed by ``policy``: one
     clock and one heap for every replica (:func:`~hgresearch.sim.simulator.run_replicas`, the
-    loop :func:`~hgresearch.sim.simulator.run_replica` runs with one replica)."""
+    loop :func:`~hgresearch.sim.simulator.run_replica` runs with one replica);
+    ``on_completions``: a progress bar, as there."""
     router = Router(policy, [r.state() for r in replicas])
     runs, replica_of = run_replicas([r.config for r in replicas],
                                     [r.step_model for r in replicas], requests, router,
-                                    skip_quiet_steps=skip_quiet_steps)
+                                    skip_quiet_steps=skip_quiet_steps,
+                                    on_completions=on_completions)
     return FleetRun(requests=requests, replica_of=replica_of, runs=runs)
 
 
 def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
                    arrivals_s: np.ndarray | list[float], prompt_tokens: np.ndarray | list[int],
-                   output_tokens: np.ndarray | list[int]) -> pd.DataFrame:
-    """Simulate a fleet serving the given requests; returns their requests table (as
+                   output_tokens: np.ndarray | list[int], *,
+                   on_completions: Callable[[int], object] | None = None) -> pd.DataFrame:
+    """Simulate a fleet serving the given requests (``on_completions``: a progress bar, called
+    with the requests each engine step finished); returns their requests table (as
     :func:`~hgresearch.sim.simulator.simulate_replica`'s) with ``endpoint`` (the replica's
     name) and ``replica`` (its index). Each replica's ``ttft_offset_s`` is added to its
     requests' first-token and completion times afterwards (as for one calibrated replica,
@@ -254,7 +259,7 @@ def simulate_fleet(replicas: list[SimReplica], policy: RoutingPolicy,
         raise InputError("a fleet needs at least one replica", field="replicas")
     smallest = min((r.config for r in replicas), key=lambda c: c.kv_cache_tokens)
     requests = make_requests(smallest, arrivals_s, prompt_tokens, output_tokens)
-    run = run_fleet(replicas, policy, requests)
+    run = run_fleet(replicas, policy, requests, on_completions=on_completions)
     frame = requests_frame(ReplicaRun(requests=run.requests, num_arrivals=0, num_steps=0,
                                       num_completions=0, num_preemptions=0, end_s=0.0))
     replica = [run.replica_of[i] for i in frame["index"]]

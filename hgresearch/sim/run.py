@@ -3,6 +3,8 @@ of a measured run's ``summary.json``) and a run-like folder (``source = simulate
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hgresearch.bounds import WorkEstimate
 from hgresearch.data.summary import summarize
 from hgresearch.errors import InputError
 from hgresearch.executors import Executor
@@ -57,13 +60,67 @@ def calibrations(runs: pd.DataFrame, build_dir: str | Path | None = None, *,
                   lambda: calibrate_all(runs, n_jobs=n_jobs, executor=executor))
 
 
+def check_configuration(label: str, known: Any) -> None:
+    """:class:`InputError` unless ``label`` is one of ``known`` (configuration labels): the
+    closest labels (:func:`difflib.get_close_matches`) as "did you mean", then every known
+    one. Called before anything is calibrated, so a typo answers at once."""
+    labels = sorted(str(k) for k in known)
+    if label in labels:
+        return
+    close = difflib.get_close_matches(label, labels, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise InputError(f"unknown configuration {label!r}; {hint}known: {'; '.join(labels)}",
+                     field="config")
+
+
 def calibration_for(label: str, fits: dict[str, Any]) -> Any:
-    """The entry of ``fits`` for configuration ``label``; :class:`InputError` listing the known
-    configurations otherwise."""
-    if label not in fits:
-        known = "; ".join(sorted(fits))
-        raise InputError(f"unknown configuration {label!r}; known: {known}", field="config")
+    """The entry of ``fits`` for configuration ``label``; :class:`InputError` with close
+    matches and the known configurations otherwise (:func:`check_configuration`)."""
+    check_configuration(label, fits)
     return fits[label]
+
+
+#: Peak memory of :func:`simulate_run` per simulated request (bytes), and the fixed part
+#: (bytes) beside it. Measured with ``benchmarks/sim_bounds.py``: the paper's protocol (14B on
+#: 1x H100-PCIe, 8 req/s) simulated with N = 20,000 and N = 100,000 requests, each in a fresh
+#: process; the slope of the peak resident memory (``ru_maxrss``) between the two sizes is the
+#: cost of one request (its SimRequest, event-heap entries, requests-table row and the
+#: summary's copies): 1,347 B (tracemalloc counts 1,228 B of Python objects), rounded up to
+#: 2,000 B for allocator growth on larger runs. The process before the run (interpreter,
+#: pandas, the calibration) held 160-230 MB: ``SIM_BASE_BYTES``. 10,000,000 requests are then
+#: estimated at 20 GB (the issue saw it pass 11 GB and grow) and refused.
+SIM_BYTES_PER_REQUEST = 2_000
+SIM_BASE_BYTES = 250e6
+#: Simulated requests per second of wall time: the same runs gave 17,900/s on a shared
+#: 2-core machine; a quarter of that allows for heavier load (longer batches) and slower
+#: machines. The time estimate of :func:`run_estimate`.
+SIM_REQUESTS_PER_S = 5_000.0
+#: Memory of one more replica of a simulated fleet (bytes): its scheduler, step-time model and
+#: run record (the same script, a fleet of 1 and of 1,000 replicas: 4,000 B traced), rounded
+#: up for the allocator.
+SIM_BYTES_PER_REPLICA = 10_000
+
+
+def run_estimate(num_prompts: int, *, replicas: int = 1) -> WorkEstimate:
+    """What simulating ``num_prompts`` requests (on ``replicas`` replicas behind one router)
+    costs, for :func:`hgresearch.bounds.check_work`: memory from
+    :data:`SIM_BYTES_PER_REQUEST`, time from :data:`SIM_REQUESTS_PER_S` (a replica more
+    adds its steps: the time scales with replicas at a fixed rate per replica)."""
+    what = f"simulating {num_prompts:,} requests" + (
+        f" on {replicas:,} replicas" if replicas > 1 else "")
+    return WorkEstimate(what=what,
+                        memory_bytes=(SIM_BASE_BYTES + SIM_BYTES_PER_REQUEST * num_prompts
+                                      + SIM_BYTES_PER_REPLICA * replicas),
+                        time_s=num_prompts * max(1, replicas) / SIM_REQUESTS_PER_S)
+
+
+def check_run_inputs(rate_qps: float, num_prompts: int) -> None:
+    """:class:`InputError` for a rate that is not > 0 or fewer than one request."""
+    if not rate_qps > 0:
+        raise InputError(f"expected a rate > 0, got {rate_qps}", field="qps")
+    if num_prompts < 1:
+        raise InputError(f"expected at least one request, got {num_prompts}",
+                         field="num_prompts")
 
 
 def measured_mean_lengths(points: pd.DataFrame) -> tuple[float, float]:
@@ -90,16 +147,15 @@ def add_request_path_delay(table: pd.DataFrame,
 
 
 def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_prompts: int, *,
-                 length_seed: int = 0) -> SimulatedRun:
+                 length_seed: int = 0,
+                 on_completions: Callable[[int], object] | None = None) -> SimulatedRun:
     """Simulate ``num_prompts`` requests at ``rate_qps`` (the paper's protocol: vLLM 0.8.5's
     seeded arrivals, ShareGPT-like lengths with the configuration's measured means) and
     summarise it like a measured run, with ``source = simulated`` and the energy per step
-    (:mod:`hgresearch.sim.energy`) where the power model knows the GPU."""
-    if not rate_qps > 0:
-        raise InputError(f"expected a rate > 0, got {rate_qps}", field="qps")
-    if num_prompts < 1:
-        raise InputError(f"expected at least one request, got {num_prompts}",
-                         field="num_prompts")
+    (:mod:`hgresearch.sim.energy`) where the power model knows the GPU. ``on_completions``
+    (a progress bar) is called with the requests each engine step finished. Callers bound
+    the work first (:func:`run_estimate`)."""
+    check_run_inputs(rate_qps, num_prompts)
     mean_in, mean_out = measured_mean_lengths(points)
     workload = reference_workload(rate_qps, num_prompts, mean_in, mean_out,
                                   length_seed=length_seed)
@@ -112,7 +168,8 @@ def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_pr
         meter = None  # no power model or no roofline for this hardware: energy stays missing
     requests = make_requests(replica.config, workload.arrivals_s, workload.prompt_tokens,
                              workload.output_tokens)
-    run = run_replica(replica.config, meter or step_model, requests)
+    run = run_replica(replica.config, meter or step_model, requests,
+                      on_completions=on_completions)
     table = add_request_path_delay(requests_frame(run), fit.coefficients.ttft_offset_s)
     summary = summarize(table, bootstrap_reps=0)
     summary.update({
@@ -132,21 +189,33 @@ def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_pr
     return SimulatedRun(requests=table, summary=summary, calibration=fit)
 
 
+def check_run_folder_target(run_dir: str | Path) -> None:
+    """:class:`InputError` when ``run_dir`` cannot take a simulated run: it holds a run
+    already (nothing measured is overwritten), or it is a file. Called before the
+    simulation, so a bad ``-o`` answers before the work."""
+    from hgresearch.data.runfolder import REQUESTS_FILE, is_finished
+
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError("is a file, expected a folder (or none) for the run", file=str(run_dir),
+                         field="output")
+    if run_dir.exists() and (is_finished(run_dir) or (run_dir / REQUESTS_FILE).exists()):
+        raise InputError("folder already holds a run; choose another", file=str(run_dir),
+                         field="output")
+
+
 def write_run_folder(run: SimulatedRun, run_dir: str | Path) -> Path:
     """Write a run-like folder (requests, summary, config) through :mod:`hgresearch.data.runfolder`.
     Refuses a folder that already holds a run (nothing measured is overwritten)."""
     from hgresearch.data.runfolder import (
         REQUESTS_FILE,
         RecordWriter,
-        is_finished,
         write_config,
         write_summary,
     )
 
     run_dir = Path(run_dir)
-    if run_dir.exists() and (is_finished(run_dir) or (run_dir / REQUESTS_FILE).exists()):
-        raise InputError("folder already holds a run; choose another", file=str(run_dir),
-                         field="output")
+    check_run_folder_target(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     writer = RecordWriter(run_dir / REQUESTS_FILE)
     columns = ["index", "warmup", "segment", "segment_start_ns", "t_scheduled_ns", "t_sent_ns",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import inf
 
@@ -78,7 +79,8 @@ def make_requests(
 
 
 def run_replica(config: ReplicaConfig, step_model: StepTimeModel, requests: list[SimRequest],
-                *, skip_quiet_steps: bool = True) -> ReplicaRun:
+                *, skip_quiet_steps: bool = True,
+                on_completions: Callable[[int], object] | None = None) -> ReplicaRun:
     """Simulate ``requests`` (from :func:`make_requests`) on one replica; fills their times.
 
     ``skip_quiet_steps`` runs stretches of decode-only steps in which nothing happens but
@@ -86,14 +88,17 @@ def run_replica(config: ReplicaConfig, step_model: StepTimeModel, requests: list
     same either way (a test checks it), only faster. The event loop is :func:`run_replicas`'s
     (the fleet simulator's) with a single replica.
     """
-    runs, _ = run_replicas([config], [step_model], requests, skip_quiet_steps=skip_quiet_steps)
+    runs, _ = run_replicas([config], [step_model], requests, skip_quiet_steps=skip_quiet_steps,
+                           on_completions=on_completions)
     runs[0].requests = requests
     return runs[0]
 
 
 def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
                  requests: list[SimRequest], router: Router | None = None, *,
-                 skip_quiet_steps: bool = True) -> tuple[list[ReplicaRun], list[int]]:
+                 skip_quiet_steps: bool = True,
+                 on_completions: Callable[[int], object] | None = None
+                 ) -> tuple[list[ReplicaRun], list[int]]:
     """Simulate ``requests`` (indices 0..n-1) on several replicas with ONE clock and heap.
 
     At each arrival ``router`` (a :class:`hgresearch.traffic.routing.Router`; None: every request to
@@ -102,6 +107,9 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
     before step ends (:mod:`hgresearch.sim.events`). A replica's stretch of quiet decode steps
     (:meth:`VllmV1Scheduler.skip_quiet_steps`) is cut at the next arrival to the fleet: no
     request finishes in it, so no router state changes.
+
+    ``on_completions`` (a progress bar) is called with the number of requests that finished
+    in an engine step, after each step that finished any.
 
     Returns each replica's :class:`ReplicaRun` (its requests in arrival order) and the
     replica index of every request (by request index).
@@ -147,6 +155,8 @@ def run_replicas(configs: list[ReplicaConfig], step_models: list[StepTimeModel],
             num_steps[i] += 1
             finished = scheduler.complete_step(now)
             num_completions[i] += len(finished)
+            if on_completions is not None and finished:
+                on_completions(len(finished))
             if router is not None:
                 for r in finished:
                     router.release(i, routes[r.index])

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,7 +153,10 @@ def load_user_runs(paths: Sequence[str | Path], *, hardware: Hardware | None = N
     from hgresearch.data.runfolder import read_requests
 
     try:
-        tables = read_tables(paths, hardware=hardware)
+        with warnings.catch_warnings():
+            # a run naming other hardware than --label is an error here (below), not a warning
+            warnings.filterwarnings("ignore", message=".*names its own hardware")
+            tables = read_tables(paths, hardware=hardware)
     except InputError as err:
         if "--hardware option" in err.reason:  # the ingest's name for what --label gives here
             field = (err.field or "").split(" (")[0] or None
@@ -160,6 +164,16 @@ def load_user_runs(paths: Sequence[str | Path], *, hardware: Hardware | None = N
                              file=err.file, line=err.line, field=field) from None
         raise
     runs = tables.runs
+    if hardware is not None:
+        # ingest's --hardware applies only to files that name none; a calibration's --label
+        # names the hardware of every run, so a run that says otherwise is a mistake
+        other = runs[(runs.gpu_name != hardware.gpu_name) | (runs.gpu_count != hardware.gpu_count)]
+        if len(other):
+            run = other.iloc[0]
+            raise InputError(f"the record says {hardware_label(run.gpu_name, run.gpu_count)} "
+                             f"but the hardware given says {hardware.label} (--label)",
+                             file=str(run.source_file), line=int(run.source_line),
+                             field="gpu_name")
     configs = runs.groupby(["model", "gpu_name", "gpu_count", "replicas"], dropna=False).size()
     if len(configs) > 1:
         listing = "; ".join(f"{m} on {hardware_label(g, c, r)} ({n} runs)"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hgresearch.bench.server.process import free_port
+from hgresearch.bench.server.process import free_port, port_in_use
 from hgresearch.bench.sweep import (
     STATUS_FILE,
     SweepServer,
@@ -286,7 +286,12 @@ def test_ctrl_c_cancels_the_tasks_and_leaves_no_server_process(ray_cluster,
             assert driver.poll() is None, driver.communicate()[0]
             time.sleep(0.5)
         assert pids, "the mock server never started"
-        time.sleep(2)  # the run is under way
+        # Interrupt once the server listens (not after a fixed sleep: under load the task could
+        # still be inside the server's start; a Ctrl-C there is covered too, by the task's
+        # stop_child_sessions, see test_a_server_no_block_holds_is_stopped_with_its_session).
+        while not port_in_use("127.0.0.1", port) and time.monotonic() < deadline:
+            assert driver.poll() is None, driver.communicate()[0]
+            time.sleep(0.2)
         driver.send_signal(signal.SIGINT)
         output = driver.communicate(timeout=60)[0]
     finally:

@@ -12,6 +12,7 @@ import ctypes
 import os
 import signal
 import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,58 @@ def port_in_use(host: str, port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def child_sessions() -> list[int]:
+    """Process ids of this process's live children that lead their own session: the servers it
+    started (:class:`~hgresearch.bench.server.vllm.VLLMServer` starts each with
+    ``start_new_session``), whether or not a ``VLLMServer`` still holds them."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, ppid, _pgrp, session = fields[0], int(fields[1]), fields[2], int(fields[3])
+        if ppid == me and session == int(entry.name) and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def stop_child_sessions(grace_s: float = 10.0) -> list[int]:
+    """SIGTERM the process group of every child session (:func:`child_sessions`), SIGKILL what
+    is left after ``grace_s``; returns the ids signalled.
+
+    A long-lived process that starts servers (a Ray worker, which runs task after task) calls
+    it when a task ends: a Ctrl-C (Ray's cancel) can land between the server's fork and the
+    moment a ``VLLMServer`` records it — inside ``subprocess.Popen`` — and no ``with`` block
+    then stops that server, nor does the parent-death signal, since the worker lives on."""
+    pids = child_sessions()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive_child(pid) for pid in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        if _alive_child(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+    return pids
+
+
+def _alive_child(pid: int) -> bool:
+    """True while child ``pid`` runs (a zombie is reaped and counts as gone)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == 0
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -202,6 +202,19 @@ def _http_get(url: str, timeout_s: float = 5.0) -> tuple[int, str]:
         return err.code, ""
 
 
+def missing_model_folder(config: VLLMServerConfig) -> str | None:
+    """Why ``config``'s model cannot be served, when it names a local folder that does not
+    exist (an absolute or ``./`` path, or one with other than exactly one ``/``: a Hugging
+    Face id is ``org/name``); None otherwise (and for the ``mock`` engine)."""
+    model_path = Path(config.model)
+    looks_like_path = (model_path.is_absolute() or config.model.startswith(".")
+                       or config.model.count("/") != 1)
+    if config.engine != "mock" and looks_like_path and not model_path.exists():
+        return (f"model folder {config.model} does not exist "
+                "(build one with `hgresearch model synth`)")
+    return None
+
+
 class VLLMServer:
     """One vLLM OpenAI server child process (see the module docstring)."""
 
@@ -314,12 +327,9 @@ class VLLMServer:
             raise ServerError(f"port {c.host}:{c.port} is already in use"
                               f"{self._who_listens()}; stop what listens there or choose "
                               "another port (server.port)")
-        model_path = Path(c.model)
-        looks_like_path = (model_path.is_absolute() or c.model.startswith(".")
-                           or c.model.count("/") != 1)
-        if c.engine != "mock" and looks_like_path and not model_path.exists():
-            raise ServerError(f"model folder {c.model} does not exist "
-                              "(build one with `hgresearch model synth`)")
+        problem = missing_model_folder(c)
+        if problem:
+            raise ServerError(problem)
         self.distribution = (vllm_distribution(self.python) if c.engine != "mock" else
                              {"distribution": "mock (hgresearch test server)", "version": None,
                               "torch": None})
@@ -350,10 +360,13 @@ class VLLMServer:
             self.process = subprocess.Popen(  # noqa: S603 - command built from typed config
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.env, start_new_session=True, preexec_fn=prepare_child)
-            log.write(f"# hgresearch: server pid {self.process.pid} (own session)\n".encode())
-            log.flush()
-        self.started_at_s = time.monotonic()
+        # From here on a Ctrl-C stops the server (an interrupt inside Popen itself is left to
+        # the parent-death signal, or in a Ray worker to stop_child_sessions).
         try:
+            with open(self.log_path, "ab") as log:
+                log.write(f"# hgresearch: server pid {self.process.pid} (own session)\n"
+                          .encode())
+            self.started_at_s = time.monotonic()
             self._wait_healthy()
         except BaseException:
             self.stop()

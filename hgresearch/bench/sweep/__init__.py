@@ -35,6 +35,7 @@ from hgresearch.bench.sweep.spec import (
     parse_sweep,
     qps_label,
     run_points,
+    sweep_estimate,
 )
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "run_points",
     "run_sweep",
     "serve_entry_task",
+    "sweep_estimate",
     "task_options",
     "unplaceable",
 ]

@@ -74,6 +74,9 @@ class SweepLog:
         self.total = total
         self.echo = echo
         self.statuses: list[dict[str, Any]] = []
+        #: Server configurations started (here) or submitted (as Ray tasks) so far: what an
+        #: interruption has to stop, and says it stopped.
+        self.servers_started = 0
 
     def note(self, point: RunPoint, status: str, wall_s: float, error: str | None = None,
              summary: dict[str, Any] | None = None, node: dict[str, Any] | None = None
@@ -138,6 +141,7 @@ def serve_entry(sweep: Sweep, entry: SweepServer, pending: list[RunPoint], log: 
 
             synth_model(entry.synth, entry.server.model)
         log.echo(f"starting server for {entry.model_label} on {entry.hardware_label} ...")
+        log.servers_started += 1
         with VLLMServer(entry.server, server_dir(sweep, entry)) as server:
             log.echo(f"server healthy after {server.ready_after_s:.1f} s at {server.base_url}")
             if sweep.warmup_requests:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hgresearch.bench.server.process import stop_child_sessions
 from hgresearch.bench.sweep.local import (
     SUMMARY_STATUS_KEYS,
     SweepLog,
@@ -93,6 +94,18 @@ def serve_entry_task(sweep: Sweep, index: int, todo: list[tuple[str, int]]) -> d
     # Measure at normal priority where the node allows it; config.json records what held.
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, 0)
+    try:
+        return _serve_entry_here(sweep, index, todo)
+    finally:
+        # a cancel that landed inside the server's start (between its fork and the moment the
+        # `with VLLMServer` block holds it) leaves a server no block stops, in a worker that
+        # lives on: stop every server this worker started and still has
+        stop_child_sessions()
+
+
+def _serve_entry_here(sweep: Sweep, index: int, todo: list[tuple[str, int]]
+                      ) -> dict[str, Any]:
+    """The body of :func:`serve_entry_task`, in this worker."""
     with tempfile.TemporaryDirectory(prefix="hgr-sweep-") as tmp:
         remote = dataclasses.replace(sweep, out_dir=Path(tmp))
         wanted = set(todo)
@@ -138,6 +151,7 @@ def run_on_ray(sweep: Sweep, todo: dict[int, list[RunPoint]], log: SweepLog,
                              name=f"sweep:{entry.model_label}:{entry.hardware_label}").remote(
             sweep, index, [(qps_label(p.qps), p.repeat) for p in pending])
         outstanding[ref] = (index, pending, attempt)
+        log.servers_started += 1
         log.echo(f"submitted {entry.model_label} on {entry.hardware_label} "
                  f"({len(pending)} run(s), attempt {attempt + 1}/{retries + 1}, "
                  f"resources {_demand(options)})")

@@ -35,13 +35,16 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hgresearch.bench.config import BenchConfig
 from hgresearch.bench.server.vllm import VLLMServerConfig
 from hgresearch.data.files import YamlDocument, read_yaml
 from hgresearch.errors import InputError
 from hgresearch.identity import hardware_label
+
+if TYPE_CHECKING:
+    from hgresearch.bounds import WorkEstimate
 
 #: Where ``synth:`` models are built (relative to the current folder).
 DEFAULT_MODEL_DIR = Path("build/models")
@@ -159,10 +162,55 @@ def parse_sweep(data: Any, *, file: str = "<sweep>", base_dir: Path | None = Non
     out_dir = Path(str(top["out_dir"]))
     if base_dir is not None and not out_dir.is_absolute():
         out_dir = base_dir / out_dir
-    return Sweep(name=str(top["name"]), out_dir=out_dir, qps=qps, servers=servers,
-                 repeats=repeats, warmup_requests=warmup, bench=bench,
-                 description=str(top.get("description", "")), source=doc.file,
-                 duration_s=None if duration_s is None else float(duration_s))
+    sweep = Sweep(name=str(top["name"]), out_dir=out_dir, qps=qps, servers=servers,
+                  repeats=repeats, warmup_requests=warmup, bench=bench,
+                  description=str(top.get("description", "")), source=doc.file,
+                  duration_s=None if duration_s is None else float(duration_s))
+    _check_bench_values(doc, top, sweep)
+    return sweep
+
+
+def _check_bench_values(doc: YamlDocument, top: dict[str, Any], sweep: Sweep) -> None:
+    """Every run's benchmark configuration checked as ``hgresearch bench`` checks its options
+    (:func:`hgresearch.bench.options.validate_config`: workload keys and lengths, rates,
+    counts), when the file is read: a bad value is an error at the line of the key that set
+    it (the entry's ``bench``, else the shared one). Files (a dataset, a tokenizer) are
+    checked when the sweep starts (:func:`check_before_start`): a dry run needs none."""
+    from hgresearch.bench.options import validate_config
+
+    shared = top.get("bench") or {}
+    for i, entry in enumerate(sweep.servers):
+        own = top["servers"][i].get("bench") or {}
+        for qps in sweep.qps:
+            try:
+                validate_config(bench_config(sweep, entry, qps, "http://127.0.0.1:8000"),
+                                files=False)
+            except InputError as err:
+                key = str(err.field)
+                at = (("servers", i, "bench", key) if key in own
+                      else ("bench", key) if key in shared else ("servers", i, "bench"))
+                raise doc.error(err.reason, *at) from None
+
+
+def check_before_start(sweep: Sweep) -> None:
+    """What a sweep needs on disk, checked before any server starts, so that a typo does not
+    fail every run one by one: each server's model folder (a ``synth:`` entry's is built when
+    its server starts; a Hugging Face id is not a folder) and each run's files (its
+    workload's dataset, its tokenizer). :class:`InputError` names the sweep file and the
+    entry."""
+    from hgresearch.bench.options import validate_config
+    from hgresearch.bench.server.vllm import missing_model_folder
+
+    for i, entry in enumerate(sweep.servers):
+        problem = missing_model_folder(entry.server) if entry.synth is None else None
+        if problem:
+            raise InputError(problem, file=sweep.source, field=f"servers[{i}].server.model")
+        for qps in sweep.qps:
+            try:
+                validate_config(bench_config(sweep, entry, qps, "http://127.0.0.1:8000"))
+            except InputError as err:
+                raise InputError(err.reason, file=sweep.source,
+                                 field=f"servers[{i}].bench.{err.field}") from None
 
 
 def _parse_server_entry(doc: YamlDocument, i: int, entry: Any,
@@ -389,3 +437,14 @@ def makespan_s(durations_s: list[float], nodes: int) -> float:
     for duration in sorted(durations_s, reverse=True):
         loads[loads.index(min(loads))] += duration
     return max(loads)
+
+
+def sweep_estimate(sweep: Sweep, nodes: int = 1) -> WorkEstimate:
+    """What running ``sweep`` on ``nodes`` nodes costs, for :func:`hgresearch.bounds.check_work`:
+    the dry run's wall time (:func:`configuration_durations_s`, :func:`makespan_s`); its memory
+    is the servers' (on their GPUs), so none is counted here."""
+    from hgresearch.bounds import WorkEstimate
+
+    durations = configuration_durations_s(sweep)
+    return WorkEstimate(what=f"sweep {sweep.name} ({len(durations)} server configurations)",
+                        memory_bytes=0.0, time_s=makespan_s(durations, nodes))

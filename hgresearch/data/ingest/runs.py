@@ -189,11 +189,13 @@ def _parse_file(path: Path, *, on_error: str, skipped: list[SkippedLine] | None,
     records = _load_records(path, on_error=on_error, skipped=skipped)
     if not records:
         return []
+    option = hardware  # --hardware: only for records that name none
     try:
-        hardware = sidecar_hardware(path) or hardware
+        sidecar = sidecar_hardware(path)
     except InputError as err:
         _fail(err, on_error, skipped, file, 0)
         return []
+    hardware = sidecar or option
     if len(records) == 1 and guidellm.is_guidellm_report(records[0][1]):
         report = records[0][1]
         try:
@@ -229,7 +231,8 @@ def _parse_file(path: Path, *, on_error: str, skipped: list[SkippedLine] | None,
                                  "file of its own", file=file, line=number)
             if not is_vllm_record(record):
                 raise not_recognised_error(record, file=file, line=number)
-            row, requests = parse_vllm_record(record, file=file, line=number, hardware=hardware)
+            row, requests = parse_vllm_record(record, file=file, line=number, hardware=sidecar,
+                                              fallback_hardware=option)
             if meta is not None:
                 check_filename(row, meta, file=file, line=number)
                 if not row["dataset"]:

@@ -35,8 +35,10 @@ against the record.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -49,6 +51,7 @@ from hgresearch.data.ingest.common import (
     fill_latency_stats,
     missing_fields_error,
     normalized_gpu,
+    not_recognised_error,
     number,
     positive_int,
 )
@@ -154,12 +157,14 @@ def parse_record(record: dict[str, Any], *, file: str, line: int,
     return parse_vllm_record(record, file=file, line=line, hardware=hardware)[0]
 
 
-def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware | None = None
+def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware | None = None,
+                      fallback_hardware: Hardware | None = None
                       ) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """One raw record -> (runs-table row, requests table from its arrays or ``None``).
 
-    ``hardware`` applies when the record names no GPU (sidecar or ``--hardware``); a record
-    that does name one must agree with it.
+    ``hardware`` (a sidecar's) applies when the record names no GPU; a record that does name
+    one must agree with it. ``fallback_hardware`` (``--hardware``) applies only to a record
+    that names none: a record naming its own keeps it (a warning says when they differ).
     """
     if not isinstance(record, dict):
         raise InputError(f"expected a JSON object, got {type(record).__name__}",
@@ -182,8 +187,15 @@ def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware |
                 missing.append(f"{stat}_{metric}_ms")
         if f"median_{metric}_ms" not in record and f"p50_{metric}_ms" not in record:
             missing.append(f"median_{metric}_ms")
+    if hardware is None and "gpu_name" in record and fallback_hardware is not None:
+        _warn_own_hardware(record, fallback_hardware, file=file, line=line)
+    hardware = hardware or fallback_hardware if "gpu_name" not in record else hardware
     if "gpu_name" not in record and hardware is None:
         missing.append("gpu_name (or a --hardware option / hardware sidecar)")
+    if missing and len(missing) > len(REQUIRED_FIELDS) // 2:
+        # most of a result's fields absent: another kind of JSON that shares a few key names
+        # (a run folder's config.json, a tool's settings), not a result with gaps
+        raise not_recognised_error(record, file=file, line=line)
     if missing:
         raise missing_fields_error(missing, file=file, line=line)
 
@@ -259,6 +271,20 @@ def parse_vllm_record(record: Any, *, file: str, line: int, hardware: Hardware |
     check_run_values(row, file=file, line=line, source_fields=SOURCE_FIELDS)
     requests = _requests_frame(arrays, record) if arrays is not None else None
     return row, requests
+
+
+def _warn_own_hardware(record: dict[str, Any], option: Hardware, *, file: str,
+                       line: int) -> None:
+    """A warning when a record names other hardware than ``--hardware`` (which applies only
+    to records that name none)."""
+    with contextlib.suppress(InputError):
+        name = normalized_gpu(record["gpu_name"], file=file, line=line)
+        count = positive_int(record.get("gpu_count", 1), file=file, line=line,
+                             field="gpu_count")
+        if (name, count) != (option.gpu_name, option.gpu_count):
+            warnings.warn(f"{file}:{line}: names its own hardware, "
+                          f"{hardware_label(name, count)}, which is kept: --hardware "
+                          f"{option.label} applies only to files that name none", stacklevel=2)
 
 
 def _hardware(record: dict[str, Any], given: Hardware | None, *, file: str,

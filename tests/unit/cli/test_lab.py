@@ -106,3 +106,56 @@ def test_parameters_are_documented_at_the_top(path):
         shown, meaning = documented[name]
         assert shown == f"`{default}`", (path.name, name)
         assert meaning, (path.name, name)
+
+
+def test_make_lab_takes_port_token_and_no_browser_and_allows_root_as_root(tmp_path):
+    """`make lab PORT=… TOKEN=… NO_BROWSER=1` passes them to JupyterLab (a dry run); as root
+    (uid 0, the usual container) --allow-root is added, since JupyterLab refuses root without
+    it, and not otherwise."""
+    venv = tmp_path / "venv"
+    result = subprocess.run(["make", "-n", "-B", "lab", f"VENV={venv}", "PORT=8890",
+                             "TOKEN=s3cret", "NO_BROWSER=1", "LAB_ARGS=--ServerApp.ip=0.0.0.0"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    # the recipe continues over several lines (backslash-newline): one command
+    commands = result.stdout.replace("\\\n", " ").splitlines()
+    [launch] = [line for line in commands if "jupyter lab" in line]
+    for option in ("--ServerApp.port=8890", "--IdentityProvider.token=s3cret", "--no-browser",
+                   "--ServerApp.ip=0.0.0.0"):
+        assert option in launch
+    assert ("--allow-root" in launch) == (os.geteuid() == 0)
+    default = subprocess.run(["make", "-n", "-B", "lab", f"VENV={venv}"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=60)
+    [plain] = [line for line in default.stdout.replace("\\\n", " ").splitlines()
+               if "jupyter lab" in line]
+    assert "--no-browser" not in plain and "--IdentityProvider.token" not in plain
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_papermill_sees_every_parameter(path):
+    """papermill's own reading of the parameters cell (what `-p` checks names against; it
+    skips a line with more than one '=', as notebook 01's workload line once had in its
+    comment, and then warns "Passed unknown parameter")."""
+    import papermill
+
+    notebook = json.loads(path.read_text())
+    assert sorted(papermill.inspect_notebook(str(path))) == sorted(_parameters(notebook))
+
+
+def test_jupyter_checkpoints_are_ignored():
+    """`make lab` saves notebooks/.ipynb_checkpoints/; git must not offer them."""
+    result = subprocess.run(["git", "check-ignore", "-q",
+                             "notebooks/.ipynb_checkpoints/01_benchmark-checkpoint.ipynb"],
+                            cwd=REPO_ROOT)
+    assert result.returncode == 0
+
+
+def test_notebook_01_says_how_to_pass_an_api_key():
+    """Its parameter table names the environment variable the key is read from (never the
+    key itself), and the sweep's config takes it."""
+    notebook = json.loads((REPO_ROOT / "notebooks" / "01_benchmark.ipynb").read_text())
+    assert _parameters(notebook)["api_key_env"] == '"OPENAI_API_KEY"'
+    table = "".join(notebook["cells"][0]["source"])
+    assert "| `api_key_env` |" in table and "never written" in table
+    code = "".join(notebook["cells"][2]["source"])
+    assert "api_key_env=api_key_env or None" in code

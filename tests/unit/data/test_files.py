@@ -45,3 +45,31 @@ def test_json_lines_name_the_bad_line_and_may_tolerate_a_cut_last_line(tmp_path)
 def test_field_path():
     assert field_path(("servers", 0, "server", "dtype")) == "servers[0].server.dtype"
     assert field_path(()) == ""
+
+
+@pytest.mark.parametrize("value, expected", [
+    (["1x H100-PCIe", "2x RTX-4090"], ["1x H100-PCIe", "2x RTX-4090"]),  # -y / the default
+    ('["1x H100-PCIe", "2x RTX-4090", "4x RTX-4090"]',  # -p: the README's example
+     ["1x H100-PCIe", "2x RTX-4090", "4x RTX-4090"]),
+    ("[32, 16, 8]", [32, 16, 8]),
+    ('[["H100-PCIe", 1, 16.0], ["RTX-4090", 2, 4.0]]', [["H100-PCIe", 1, 16.0],
+                                                         ["RTX-4090", 2, 4.0]]),
+    ("1x H100-PCIe, 2x RTX-4090", ["1x H100-PCIe", "2x RTX-4090"]),
+    ("50,100", [50, 100]),
+    ("p99_ttft:500", ["p99_ttft:500"]),
+    ("[]", []),
+])
+def test_a_list_parameter_from_papermill_is_a_list(value, expected):
+    from hgresearch.data.files import parameter_list
+
+    assert parameter_list(value, "hardware") == expected
+
+
+def test_a_list_parameter_that_is_no_list_names_the_parameter():
+    from hgresearch.data.files import parameter_list
+
+    with pytest.raises(InputError) as caught:
+        parameter_list('["unclosed"', "hardware")
+    assert caught.value.field == "hardware"
+    with pytest.raises(InputError, match="expected a list"):
+        parameter_list(3, "hardware")

@@ -155,8 +155,13 @@ def test_hardware_sidecar_and_disagreement(tmp_path):
     assert read_runs(folder).iloc[0].hardware == "2x H100-PCIe"
     record = vllm_bench_serve_record(detailed=False) | {"gpu_name": "NVIDIA-H100-PCIe"}
     named = write_json(tmp_path / "named" / "run3.json", record)
+    # --hardware is for files that name none: the record's own is kept, with a warning
+    with pytest.warns(UserWarning, match="names its own hardware, 1x H100-PCIe, which is kept"):
+        assert read_runs(named, hardware="2x RTX-4090").iloc[0].hardware == "1x H100-PCIe"
+    # a sidecar beside the file is the file's own statement: a disagreement is an error
+    write_json(tmp_path / "named" / "hardware.json", {"gpu_name": "RTX-4090", "gpu_count": 2})
     with pytest.raises(InputError, match="the record says 1x H100-PCIe") as info:
-        read_runs(named, hardware="2x RTX-4090")
+        read_runs(named)
     assert info.value.field == "gpu_name"
 
 

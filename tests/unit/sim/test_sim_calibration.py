@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 from hgresearch.data.summary import summarize
 from hgresearch.errors import InputError
@@ -230,20 +229,8 @@ def test_energy_per_step_is_between_idle_and_max(replica):
 
 # --- CLI ---------------------------------------------------------------------------------------
 
-def test_sim_run_unknown_configuration_exits_2(monkeypatch):
-    """The calibrations are replaced by a one-entry stand-in: fitting every reference
-    configuration would take tens of seconds and is not what this test is about."""
-    from hgresearch.cli import app
-    from hgresearch.sim import run as run_module
-
-    monkeypatch.setattr(run_module, "calibration_runs", lambda reference=None: pd.DataFrame())
-    monkeypatch.setattr(run_module, "calibrations",
-                        lambda runs, build_dir=None, n_jobs=1, executor=None:
-                        {"known on 1x H100-PCIe": None})
-    result = CliRunner().invoke(app, ["sim", "run", "--config", "nope on 1x GPU", "--qps", "4"])
-    assert result.exit_code == 2
-    assert "unknown configuration" in result.output and "known on 1x H100-PCIe" in result.output
-    assert "Traceback" not in result.output
+# `sim run --config` with an unknown label: tests/unit/sim/test_sim_run_checks.py (answered
+# from the runs' labels before anything is calibrated, with close matches).
 
 
 def test_targets_are_runs_table_columns():

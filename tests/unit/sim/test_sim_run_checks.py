@@ -1,0 +1,121 @@
+"""``sim run`` and ``sim fleet`` check before they work (issue 20, items 1 and 5): the work
+bound (memory and time estimated from the requests; refused before anything is read or
+calibrated), -o onto a folder holding a run, an unknown configuration with close matches
+(before calibrating); long work reports progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from hgresearch.bounds import MEMORY_LIMIT_BYTES, TIME_LIMIT_S
+from hgresearch.cli import app
+from hgresearch.sim import run as run_module
+from hgresearch.sim.calibrate import Calibration, StepCoefficients, replica_for
+from hgresearch.sim.run import (
+    SIM_BYTES_PER_REQUEST,
+    check_configuration,
+    run_estimate,
+    simulate_run,
+    write_run_folder,
+)
+
+LABEL = "DeepSeek-R1-Distill-Qwen-14B on 1x H100-PCIe"
+#: A reference folder that does not exist: a command that got as far as reading the reference
+#: data would fail on it, so an error about anything else came before the work.
+NO_REFERENCE = ["--from", "/nonexistent/reference"]
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def _calibration() -> tuple[Calibration, pd.DataFrame]:
+    """A calibration with plausible coefficients (a real fit takes seconds) and the measured
+    means the simulated run replays."""
+    replica = replica_for("DeepSeek-R1-Distill-Qwen-14B", "H100-PCIe", 1)
+    coefficients = StepCoefficients(c0_s=0.02, c_prefill_s_per_token=2e-5,
+                                    c_decode_s_per_seq=2e-4, ttft_offset_s=0.01)
+    fit = Calibration(replica=replica, coefficients=coefficients, rel_se=(0.0, 0.0, 0.0),
+                      rates_qps=(8.0,), rms_log_error=0.0, num_simulations=0)
+    points = pd.DataFrame({"total_input_tok": [46_000], "total_output_tok": [40_000],
+                           "completed": [200]})
+    return fit, points
+
+
+def test_the_estimate_grows_with_the_requests_and_crosses_the_limits() -> None:
+    small, large = run_estimate(200), run_estimate(10_000_000)
+    assert small.memory_bytes < MEMORY_LIMIT_BYTES and small.time_s < 1.0
+    assert large.memory_bytes > MEMORY_LIMIT_BYTES  # the 11 GB the issue saw
+    assert large.memory_bytes - small.memory_bytes == pytest.approx(
+        SIM_BYTES_PER_REQUEST * (10_000_000 - 200))
+    assert run_estimate(200, replicas=50_000_000).time_s > TIME_LIMIT_S
+
+
+def test_sim_run_refuses_ten_million_requests_before_any_work() -> None:
+    result = _invoke("sim", "run", "--config", LABEL, "--qps", "8", "--num-prompts",
+                     "10000000", *NO_REFERENCE)
+    assert result.exit_code == 2, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("error: simulating 10,000,000 requests would take about")
+    assert "limit 4.0 GB" in line and "--allow-large" in line
+
+
+def test_sim_fleet_refuses_before_calibrating(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(f"replicas:\n  - config: {LABEL}\n    count: 3\n")
+    result = _invoke("sim", "fleet", str(fleet), "--num-prompts", "10000000", *NO_REFERENCE)
+    assert result.exit_code == 2, result.output
+    assert "simulating 10,000,000 requests on 3 replicas would take about" in result.output
+    assert "reference" not in result.output
+
+
+def test_sim_run_output_holding_a_run_is_refused_before_the_work(tmp_path: Path) -> None:
+    fit, points = _calibration()
+    target = write_run_folder(simulate_run(fit, points, 8.0, 20), tmp_path / "run")
+    result = _invoke("sim", "run", "--config", LABEL, "--qps", "8", "-o", str(target),
+                     *NO_REFERENCE)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (f"error: {target}, field 'output': folder already holds "
+                                     "a run; choose another")
+    (tmp_path / "file").write_text("x")
+    as_file = _invoke("sim", "run", "--config", LABEL, "--qps", "8", "-o",
+                      str(tmp_path / "file"), *NO_REFERENCE)
+    assert as_file.exit_code == 2 and "is a file" in as_file.output
+
+
+def test_unknown_configuration_suggests_close_matches() -> None:
+    known = [LABEL, "DeepSeek-R1-Distill-Qwen-14B on 2x RTX-4090", "tiny-llama-cpu on 1x CPU"]
+    with pytest.raises(Exception, match=r"did you mean 'DeepSeek-R1-Distill-Qwen-14B on 1x "
+                                        r"H100-PCIe'") as caught:
+        check_configuration("DeepSeek-R1-Distill-Qwen-14B on 1x H100", known)
+    assert "known: " in str(caught.value)
+    with pytest.raises(Exception) as far:
+        check_configuration("nothing like it", known)
+    assert "did you mean" not in str(far.value)
+    check_configuration(LABEL, known)
+
+
+def test_sim_run_unknown_configuration_answers_before_calibrating(monkeypatch) -> None:
+    """The calibration step is replaced by one that fails the test if it is reached (fitting
+    every configuration cold takes 16-50 s): the answer must come from the runs' labels."""
+    def must_not_calibrate(*args, **kwargs):
+        raise AssertionError("calibrated before checking the configuration")
+
+    monkeypatch.setattr(run_module, "calibrations", must_not_calibrate)
+    result = _invoke("sim", "run", "--config", "DeepSeek-R1-Distill-Qwen-14B on 1x H100",
+                     "--qps", "4")
+    assert result.exit_code == 2, result.output
+    assert "did you mean 'DeepSeek-R1-Distill-Qwen-14B on 1x H100-PCIe'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_progress_counts_every_simulated_request() -> None:
+    fit, points = _calibration()
+    done: list[int] = []
+    run = simulate_run(fit, points, 8.0, 300, on_completions=done.append)
+    assert sum(done) == 300 == run.summary["completed"]
+    assert len(done) > 1  # reported as the run goes, not once at the end
