@@ -159,7 +159,8 @@ FIGURES = {
 #: save_figure's own layout check during reproduce (tests/test_reproduce.py); the routing
 #: comparison's figure also on stand-in calibrations (tests/test_sim_study.py), the fleet
 #: planner's figure functions on constructed data (tests/test_plan.py).
-CHECKED_IN_REPRODUCE = {"sim_validation", "sim_routing_comparison", "fleet_cost_carbon_vs_demand",
+CHECKED_IN_REPRODUCE = {"sim_validation", "sim_sustained_cpu", "sim_routing_comparison",
+                        "fleet_cost_carbon_vs_demand",
                         "fleet_pareto", "fleet_day"}
 
 
