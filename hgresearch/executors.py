@@ -122,8 +122,18 @@ class Executor:
             from concurrent.futures import ProcessPoolExecutor
 
             workers = min(self.max_workers or os.cpu_count() or 1, len(items))
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            pool = ProcessPoolExecutor(max_workers=workers)
+            try:
                 results = _collect(pool.map(function, items), on_result)
+            except BaseException:
+                # Ctrl-C (or a failed item): drop the queued items and stop the workers now,
+                # rather than letting `with` wait for every queued item to finish.
+                processes = list((getattr(pool, "_processes", None) or {}).values())
+                pool.shutdown(wait=False, cancel_futures=True)
+                for process in processes:
+                    process.terminate()
+                raise
+            pool.shutdown()
         else:
             results = _collect(map(function, items), on_result)
         return results
