@@ -112,3 +112,43 @@ def test_plan_and_check_replans_when_only_the_stress_check_fails(small_plan) -> 
     assert checked.passed and checked.rounds > 1
     first_plan = solve(problem, nominal, headroom=0.0, **settings)
     assert checked.plan.cost_usd_per_h.sum() > first_plan.cost_usd_per_h.sum()
+
+
+def test_work_is_estimated_from_the_demand_and_the_rates() -> None:
+    """Issue 20: 10^9 req/s is refused before anything runs; the fleet's size follows from the
+    rates (demand / per-replica rate), before the program is solved."""
+    from hgresearch.bounds import check_work
+    from hgresearch.errors import InputError
+    from hgresearch.plan.work import check_work_estimate, replicas_estimate
+
+    with pytest.raises(InputError, match="--allow-large"):
+        check_work(check_work_estimate(1e9, 600.0, 3))
+    check_work(check_work_estimate(20.0, 600.0, 3))
+    check_work(check_work_estimate(1e9, 600.0, 3), allow_large=True)
+    problem = PlanProblem(MODEL, Demand.steady(1e6), (SHORT,), (SLOClass("chat", ttft_ms=500),),
+                          (FAST, Candidate("RTX-4090", 2)))
+    table = rate_table(problem, {("chat/short", FAST.hardware): 10.0,
+                                 ("chat/short", "2x RTX-4090"): 4.0})
+    replicas, why = replicas_estimate(problem, table)
+    assert replicas == pytest.approx(1e5)
+    assert "100,000 replicas" in why and "10 req/s of chat/short" in why
+    with pytest.raises(InputError, match="replicas"):
+        check_work(check_work_estimate(1e6, 1.0, 1, replicas=replicas, replicas_what=why),
+                   memory_limit_bytes=1e9)
+
+
+def test_absurd_baselines_are_flagged_with_their_reason() -> None:
+    from hgresearch.report.plan import comparison_table
+
+    problem = PlanProblem(MODEL, Demand.steady(100.0), (SHORT,),
+                          (SLOClass("chat", ttft_ms=500),), (FAST, Candidate("RTX-4090", 2)))
+    table = rate_table(problem, {("chat/short", FAST.hardware): 50.0,
+                                 ("chat/short", "2x RTX-4090"): 0.5})
+    plan = solve(problem, table)
+    only_rtx = solve(PlanProblem(MODEL, Demand.steady(100.0), (SHORT,),
+                                 (SLOClass("chat", ttft_ms=500),), (Candidate("RTX-4090", 2),)),
+                     table)
+    notes = comparison_table(plan, {"RTX only": only_rtx}).set_index("plan").note
+    assert notes["plan"] == ""
+    assert notes["RTX only"].startswith("absurd: 200 replicas (100x the plan's)")
+    assert "one 2x RTX-4090 serves 0.5 req/s of chat/short" in notes["RTX only"]
