@@ -105,15 +105,11 @@ def test_plan_refuses_an_absurd_demand_before_any_work(tmp_path: Path, qps: str,
                                                        message: str) -> None:
     """Issue 20: the check's size follows the demand, and is refused in one line before the
     calibrations, the rates or the program (none of which is written to the build folder)."""
-    import time
-
-    started = time.perf_counter()
     result = CliRunner().invoke(app, ["plan", "--qps", qps, "--slo", "p99_ttft:500",
                                       "--build-dir", str(tmp_path / "build")])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "--allow-large" in lines[0]
-    assert time.perf_counter() - started < 10
     assert not (tmp_path / "build").exists()
 
 
