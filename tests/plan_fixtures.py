@@ -12,8 +12,12 @@ from scipy.optimize import linprog
 
 from hgresearch.plan import Candidate, LengthClass, PlanProblem, SLOClass
 from hgresearch.plan.matrices import matrices
+from hgresearch.sim.steady_state import SteadyStateSettings
 
 MODEL = "DeepSeek-R1-Distill-Qwen-14B"
+#: Short steady-state runs for tests (the default length is for results: minutes here).
+QUICK = SteadyStateSettings(warmup_requests=100, window_requests=300, seeds=(0,),
+                            rate_tolerance=0.03)
 CANDIDATES = (Candidate("H100-PCIe", 1), Candidate("RTX-4090", 2), Candidate("RTX-4090", 4))
 LENGTHS = (LengthClass("short", 256, 128, 0.7), LengthClass("long", 2048, 256, 0.3))
 SLOS = (SLOClass("chat", 0.6, ttft_ms=500), SLOClass("batch", 0.4))

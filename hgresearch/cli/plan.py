@@ -14,6 +14,7 @@ import typer
 
 from hgresearch.cli.options import (
     Address,
+    AllowLarge,
     BuildDir,
     CandidateFiles,
     ExecutorOption,
@@ -81,7 +82,18 @@ def plan(
              "(the physical floor alone: optimistic latencies, overstated capacity).")]
     = StepTimes.CALIBRATED,
     source: ReferenceSource = None,
+    confidence: Annotated[float, typer.Option(
+        help="Confidence of the simulator's step-time interval: every replica is sized at the "
+             "slow end (its steps this much slower than predicted) and the plan is checked "
+             "there too (the stress check).")] = 0.9,
+    headroom: Annotated[float, typer.Option(
+        help="Fraction of its slow-end SLO rate every replica is kept free of (0.1: loaded to "
+             "at most 90%%; covers the rates' estimation error and the routing split).")]
+    = 0.1,
     check_seeds: Annotated[int, typer.Option(help="Seeds of the simulated check.")] = 3,
+    check_duration: Annotated[float, typer.Option(
+        help="Seconds of traffic the check simulates per seed (the request count follows "
+             "from the demand; 600: steady state).")] = 600.0,
     max_rounds: Annotated[int, typer.Option(help="Re-plan at most this many times when the "
                                             "simulated check misses an SLO.")] = 5,
     output: Annotated[Path | None, output_option("Fleet file (YAML) of the plan, for "
@@ -97,11 +109,14 @@ def plan(
     candidate_file: CandidateFiles = None,
     price: PriceOverrides = None,
     tdp: TdpOverrides = None,
+    allow_large: AllowLarge = False,
 ) -> None:
     """Plan a fleet for one request rate: the plan, its simulated check, and the
     single-configuration baselines. Your own hardware joins the candidates with
     --candidate-file (a calibration file of `hgresearch sim calibrate`), priced and powered
     with --price/--tdp where the catalogs are silent."""
+    from hgresearch.bounds import check_work
+    from hgresearch.errors import InputError
     from hgresearch.plan import (
         CarbonSettings,
         Demand,
@@ -116,6 +131,7 @@ def plan(
         validate,
         write_fleet_file,
     )
+    from hgresearch.plan.check import CHECK_DURATION_S, CHECK_WARMUP_FRACTION
     from hgresearch.plan.options import (
         parse_base_urls,
         parse_candidate,
@@ -124,7 +140,25 @@ def plan(
         parse_slo,
     )
     from hgresearch.plan.replica_rates import ROOFLINE_ONLY
-    from hgresearch.report.plan import check_table, comparison_table, fleet_table
+    from hgresearch.plan.work import check_work_estimate, rates_work_estimate, replicas_estimate
+    from hgresearch.report.plan import (
+        comparison_table,
+        fleet_table,
+        robust_check_table,
+    )
+    from hgresearch.sim.intervals import reference_intervals
+    from hgresearch.sim.steady_state import SteadyStateSettings
+
+    if not 0 < confidence < 1:
+        raise InputError(f"expected a confidence in (0, 1), got {confidence:g}",
+                         field="--confidence")
+    if not 0 <= headroom < 1:
+        raise InputError(f"expected a headroom in [0, 1), got {headroom:g}", field="--headroom")
+    if not check_duration > 0 or check_seeds < 1:
+        raise InputError("expected --check-duration > 0 and --check-seeds >= 1",
+                         field="--check-duration")
+    if output is not None:
+        check_output_target(output)
 
     slo_classes = tuple(parse_slo(text, i) for i, text in enumerate(slo or ["p99_ttft:500"]))
     lengths = tuple(parse_length(t) for t in length) if length else (
@@ -142,21 +176,40 @@ def plan(
                               tdp_overrides_w=tdp_overrides),
         gpu_caps=gpu_caps)
     validate(problem)
+    steady = SteadyStateSettings()
+    # The check's size follows from the demand alone: refuse an absurd one before anything runs.
+    check_work(check_work_estimate(qps, check_duration, check_seeds), allow_large=allow_large)
+    check_work(rates_work_estimate(problem, steady), allow_large=allow_large)
     runner = executor_of(executor, address)
+    intervals = reference_intervals()
+    factor = intervals.step_time_factor(confidence)
+
+    def progress(line: str) -> None:
+        typer.echo(f"... {line}", err=True)
+
     if step_times == StepTimes.CALIBRATED:
         from hgresearch.sim import fleet as sim_fleet
 
+        progress("calibrations (cached in --build-dir; minutes on first use)")
         provider = SimulatedReplicaRates(
             fits=sim_fleet.fleet_calibrations(build_dir, source, executor=runner),
-            source="calibrated on the reference runs")
+            source="calibrated on the reference runs", steady=steady,
+            step_time_factor=factor)
     else:
-        provider = SimulatedReplicaRates()
+        provider = SimulatedReplicaRates(steady=steady, step_time_factor=factor)
     provider.fits.update({label: f.calibration() for label, f in user.items()})
+    progress(f"steady-state rates of {len(problem.candidates)} configurations x "
+             f"{len(problem.class_keys())} classes, nominal and steps x{factor:.3g}")
     rates = replica_rate_table(problem, provider, build_dir=build_dir, executor=runner)
+    # Replicas follow from the rates: refuse a fleet too large to check before solving.
+    replicas, what = replicas_estimate(problem, rates)
+    check_work(check_work_estimate(qps, check_duration, check_seeds, replicas=replicas,
+                                   replicas_what=what), allow_large=allow_large)
     settings = replica_settings(problem, provider)
     checked = plan_and_check(problem, rates, seeds=tuple(range(check_seeds)),
-                             max_rounds=max_rounds, objective=objective,
-                             carbon_price_usd_per_kg=carbon_price, **settings)
+                             duration_s=check_duration, max_rounds=max_rounds,
+                             objective=objective, carbon_price_usd_per_kg=carbon_price,
+                             headroom=headroom, progress=progress, **settings)
 
     def show(table: pd.DataFrame) -> str:
         return str(table.to_string(float_format=lambda x: f"{x:.4g}", index=False))
@@ -169,19 +222,46 @@ def plan(
                    "(uncalibrated: optimistic latencies, overstated rates)", err=True)
     for note in candidate_notes(problem, user):
         typer.echo(f"note: {note}", err=True)
-    typer.echo("\nplan:")
+    typer.echo(f"sized at the slow end of the simulator's step-time interval at {confidence:g} "
+               f"confidence (every step x{factor:.3g}; {intervals.source}) with "
+               f"{headroom:.0%} headroom")
+    typer.echo("\nplan (load: of the planned capacity / of the slow-end rate / of the nominal "
+               "rate; every replica of a configuration gets the same share):")
     typer.echo(show(fleet_table(checked.plan)))
+    check = checked.checks[-1][0]
     verdict = "passed" if checked.passed else "MISSED"
-    typer.echo(f"\nsimulated check ({check_seeds} seeds, {checked.checks[-1][0].num_requests} "
-               f"requests each; {checked.rounds} round(s)): {verdict}")
-    typer.echo(show(check_table(checked.checks[-1][0])))
+    typer.echo(f"\nsimulated check ({check_seeds} seeds x {check.duration_s:g} s of traffic = "
+               f"{check.num_requests:,} requests each, first "
+               f"{CHECK_WARMUP_FRACTION:.0%} dropped; nominal and stressed with every step "
+               f"x{factor:.3g}; {checked.rounds} round(s)): {verdict}")
+    typer.echo(show(robust_check_table(check, intervals, confidence)))
+    if check.duration_s < CHECK_DURATION_S:
+        typer.echo(f"note: the check ran {check.duration_s:g} s of traffic, less than the "
+                   f"{CHECK_DURATION_S:g} s that reach steady state", err=True)
     typer.echo("\nbaselines (single hardware, no availability caps):")
     typer.echo(show(comparison_table(checked.plan, baselines(
         problem, rates, objective=objective, carbon_price_usd_per_kg=carbon_price,
-        capacity_scale=checked.capacity_scale, **settings))))
+        capacity_scale=checked.capacity_scale, headroom=headroom, **settings))))
     if output is not None:
         urls = parse_base_urls(base_url, model) if base_url else None
         typer.echo(f"\nwrote {write_fleet_file(checked.plan, output, base_urls=urls)}")
+
+
+def check_output_target(path: Path) -> None:
+    """Refuse, before any work, a ``-o`` target that cannot be written: a folder, or a file in
+    a folder that does not exist or is not writable."""
+    import os
+
+    from hgresearch.errors import InputError
+
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; expected a file to write the fleet file to",
+                         field="--output")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"folder {parent} does not exist", field="--output")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"cannot write {path}", field="--output")
 
 
 # ---------------------------------------------------------------------------------------------

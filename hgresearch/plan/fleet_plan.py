@@ -43,6 +43,13 @@ class Plan:
     ttft_offsets_ms: dict[str, float] = field(default_factory=dict)
     #: Calibrations the capacities' replicas ran, by configuration label (the check runs them).
     fits: dict[str, Calibration] = field(default_factory=dict)
+    #: The slow end the capacities assumed (every step this many times as long; 1: nominal).
+    step_time_factor: float = 1.0
+    #: Fraction of the slow-end capacity every replica is kept free of.
+    headroom: float = 0.0
+    #: (K, J) one replica's rate at the nominal step times, and at the slow end (no headroom).
+    nominal_cap_rps: np.ndarray | None = None
+    slow_cap_rps: np.ndarray | None = None
 
     @property
     def hours(self) -> int:
@@ -51,7 +58,9 @@ class Plan:
 
     def fleet(self, hour: int = 0) -> pd.DataFrame:
         """Configurations in use in ``hour``: replicas, price, cost and carbon per hour, rate
-        routed to them and their load (fraction of their SLO-safe capacity)."""
+        routed to them and their load: ``load_fraction`` of the capacity the plan used (the
+        slow end less the headroom), ``load_vs_slow_end`` of the slow-end rate,
+        ``load_vs_nominal`` of the rate at the nominal step times."""
         rows = []
         for j, label in enumerate(self.labels):
             count = int(self.replicas[j, hour])
@@ -59,10 +68,8 @@ class Plan:
                 continue
             candidate = self.problem.candidates[j]
             rate = float(self.traffic_rps[:, j, hour].sum())
-            with np.errstate(divide="ignore", invalid="ignore"):
-                load = float(np.nansum(np.where(self.cap_rps[:, j] > 0,
-                                                self.traffic_rps[:, j, hour] / self.cap_rps[:, j],
-                                                0.0)))
+            load, slow, nominal = (self._load(caps, j, hour) for caps in (
+                self.cap_rps, self.slow_cap_rps, self.nominal_cap_rps))
             rows.append({"config": label, "gpu_name": candidate.gpu_name,
                          "num_gpus": candidate.num_gpus, "replicas": count,
                          "price_usd_per_gpu_h": self.replica_cost_usd_per_h[j]
@@ -70,11 +77,22 @@ class Plan:
                          "cost_usd_per_h": count * self.replica_cost_usd_per_h[j],
                          "carbon_g_per_h": count * self.replica_carbon_g_per_h[j, hour],
                          "rate_rps": rate, "rate_per_replica_rps": rate / count,
-                         "load_fraction": load / count})
+                         "load_fraction": load / count,
+                         "load_vs_slow_end": slow / count, "load_vs_nominal": nominal / count})
         return pd.DataFrame(rows, columns=["config", "gpu_name", "num_gpus", "replicas",
                                            "price_usd_per_gpu_h", "cost_usd_per_h",
                                            "carbon_g_per_h", "rate_rps", "rate_per_replica_rps",
-                                           "load_fraction"])
+                                           "load_fraction", "load_vs_slow_end",
+                                           "load_vs_nominal"])
+
+    def _load(self, caps: np.ndarray | None, j: int, hour: int) -> float:
+        """Configuration ``j``'s traffic in ``hour`` as replicas' worth of ``caps`` (NaN when
+        not known)."""
+        if caps is None:
+            return float("nan")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return float(np.nansum(np.where(caps[:, j] > 0,
+                                            self.traffic_rps[:, j, hour] / caps[:, j], 0.0)))
 
     def shares(self, hour: int = 0) -> pd.DataFrame:
         """Routing shares: per traffic class (rows), the fraction sent to each configuration

@@ -11,7 +11,7 @@ import pandas as pd
 
 from hgresearch.errors import InputError
 from hgresearch.plan.baselines import nondominated, restricted
-from hgresearch.plan.check import CheckedPlan, plan_and_check
+from hgresearch.plan.check import CHECK_DURATION_S, CheckedPlan, plan_and_check
 from hgresearch.plan.economics import grid_g_per_kwh_by_hour
 from hgresearch.plan.fleet_plan import Plan
 from hgresearch.plan.inputs import Demand, PlanProblem
@@ -25,9 +25,11 @@ COMPARISON_COLUMNS = ["rate_rps", "plan", "fleet", "gpus", "cost_usd_per_h",
 
 def worst_slo_ratio(checked: CheckedPlan) -> float:
     """Largest achieved percentile over its limit, over every SLO and checked hour of the final
-    round (≤ 1: every SLO met; NaN: only batch classes)."""
+    round, nominal and stressed (≤ 1: every SLO met; NaN: only batch classes)."""
     ratios = []
-    for result in checked.checks[-1].values():
+    results = [r for result in checked.checks[-1].values()
+               for r in (result, result.stress) if r is not None]
+    for result in results:
         for row in result.by_class.itertuples():
             for metric in ("ttft", "tpot"):
                 limit = getattr(row, f"{metric}_limit_ms")
@@ -56,7 +58,7 @@ def _row(rate: float, name: str, checked: CheckedPlan | InputError) -> dict[str,
 
 def compare_at_rates(problem: PlanProblem, capacities: pd.DataFrame, rates: list[float],
                      groups: dict[str, list[int] | None], *, best_single: bool = True,
-                     seeds: tuple[int, ...] = (0, 1), duration_s: float = 30.0,
+                     seeds: tuple[int, ...] = (0, 1), duration_s: float = CHECK_DURATION_S,
                      max_rounds: int = 5, **solve_options: Unpack[SolveOptions]) -> pd.DataFrame:
     """At every demand in ``rates``: each group's plan (``None``: every candidate under the
     problem's caps — the hybrid; a list: those candidates only, without caps — a baseline),
@@ -122,7 +124,8 @@ def hourly_checks(checked: CheckedPlan) -> pd.DataFrame:
 
 
 def checked_pareto_front(problem: PlanProblem, capacities: pd.DataFrame, *, points: int = 6,
-                         seeds: tuple[int, ...] = (0, 1), duration_s: float = 30.0,
+                         seeds: tuple[int, ...] = (0, 1),
+                         duration_s: float = CHECK_DURATION_S,
                          max_rounds: int = 5, **settings: Unpack[PlanSettings]
                          ) -> pd.DataFrame:
     """The cost–carbon Pareto front (ε-constraint, as :func:`hgresearch.plan.baselines.
@@ -168,10 +171,14 @@ def hybrid_advantage(sweep: pd.DataFrame) -> pd.DataFrame:
     """Per scenario and demand of a :func:`compare_at_rates` sweep (with a ``scenario``
     column): the cost per 1M tokens of the hybrid and of each single-hardware fleet, and the
     hybrid's ``saving = 1 - hybrid / min(single-hardware fleets)`` (> 0: cheaper than both) and
-    ``saving_vs_h100 = 1 - hybrid / H100-only``. A fleet with no plan at a demand is NaN there
-    (the cheaper of the others then counts)."""
-    wide = sweep.pivot_table(index=["scenario", "rate_rps"], columns="plan",
-                             values="cost_usd_per_1m_tok", sort=False).reset_index()
+    ``saving_vs_h100 = 1 - hybrid / H100-only``. A fleet with no plan at a demand, or whose plan
+    failed its simulated check, is NaN there (the cheaper of the others then counts): a plan
+    that does not hold its SLOs is no price."""
+    held = sweep.assign(cost_usd_per_1m_tok=sweep.cost_usd_per_1m_tok.where(
+        sweep.passed.astype(bool)))
+    wide = held.pivot_table(index=["scenario", "rate_rps"], columns="plan",
+                            values="cost_usd_per_1m_tok", sort=False,
+                            dropna=False).reset_index()
     for plan in (HYBRID_PLAN, *SINGLE_HARDWARE_PLANS):
         if plan not in wide:
             wide[plan] = np.nan

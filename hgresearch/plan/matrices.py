@@ -32,22 +32,29 @@ class Matrices:
     max_replicas: np.ndarray       # (J, H) upper bounds
     gpu_caps: list[tuple[str, np.ndarray, np.ndarray]]  # (gpu, member mask·gpus (J,), cap (H,))
     cap_notes: list[str]
+    #: (K, J) the capacity column before the headroom, and the nominal ``rate_rps``
+    slow_rps: np.ndarray | None = None
+    nominal_rps: np.ndarray | None = None
 
 
 def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
              capacity_column: str = "low_rps",
-             capacity_scale: dict[tuple[str, str], float] | None = None) -> Matrices:
+             capacity_scale: dict[tuple[str, str], float] | None = None,
+             headroom: float = 0.0) -> Matrices:
     """The program's numbers: per-replica rates from ``capacities`` (a
     :func:`~hgresearch.plan.replica_rates.replica_rate_table`, column ``capacity_column``, times
-    ``capacity_scale[(class, config)]``), prices and carbon from the catalogs, caps from the
-    problem."""
+    ``capacity_scale[(class, config)]`` × ``1 - headroom``), prices and carbon from the
+    catalogs, caps from the problem."""
     validate(problem)
     hours = problem.demand.hours
     labels = [c.label(problem.model) for c in problem.candidates]
     keys = problem.class_keys()
     classes = [class_name(s, length) for s, length in keys]
-    table = capacities.set_index(["class", "config"])[capacity_column]
+    indexed = capacities.set_index(["class", "config"])
+    table = indexed[capacity_column]
+    nominal_table = indexed["rate_rps"] if "rate_rps" in indexed else table
     cap = np.zeros((len(classes), len(labels)))
+    nominal = np.zeros_like(cap)
     for k, name in enumerate(classes):
         for j, label in enumerate(labels):
             if (name, label) not in table.index:
@@ -55,6 +62,9 @@ def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
                                  f"{label!r}", field="capacities")
             cap[k, j] = float(table[(name, label)]) * (capacity_scale or {}).get((name, label),
                                                                                  1.0)
+            nominal[k, j] = float(nominal_table[(name, label)])
+    slow = cap.copy()
+    cap = cap * (1.0 - headroom)
     share = np.array([s.share * length.fraction for s, length in keys])
     share_total = sum(s.share for s in problem.slo_classes) \
         * sum(length.fraction for length in problem.length_classes)
@@ -93,4 +103,4 @@ def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
     return Matrices(labels=labels, classes=classes, slo_of_class=[s.name for s, _ in keys],
                     cap_rps=cap, cost_usd_per_h=cost, carbon_g_per_h=carbon, demand_rps=demand,
                     tokens_per_request=tokens, max_replicas=np.maximum(upper, 0),
-                    gpu_caps=gpu_caps, cap_notes=notes)
+                    gpu_caps=gpu_caps, cap_notes=notes, slow_rps=slow, nominal_rps=nominal)

@@ -7,16 +7,19 @@ rate one replica serves with the class's SLO met — with an interval. Any objec
 with the fleet simulator (:mod:`hgresearch.sim`), using the SLO-rate helpers of
 :mod:`hgresearch.sim.slo_rate`:
 
-* **burst throughput**: a burst of ``num_requests`` requests (at least
-  :data:`BURST_BATCHES` × ``max_num_seqs``) of the class's lengths at t = 0; completions
-  per second between the 10th and the 90th percentile completion (ramp-up and drain
-  excluded; :func:`~hgresearch.sim.slo_rate.middle_completion_rate_rps`);
+* **burst throughput**: a burst of at least 1,000 requests (and :data:`BURST_BATCHES` ×
+  ``max_num_seqs``) of the class's lengths at t = 0; completions per second between the 10th
+  and the 90th percentile completion (ramp-up and drain excluded;
+  :func:`~hgresearch.sim.slo_rate.middle_completion_rate_rps`): the top of the search;
 * **batch classes** (no latency SLO): ``batch_utilisation`` × the burst throughput;
-* **latency classes**: per seed of the Poisson arrivals, the highest rate ≤ the burst
-  throughput at which the class's TTFT and TPOT percentiles hold, by bisection
-  (:func:`~hgresearch.sim.slo_rate.highest_rate_within`, ``bisection_steps`` halvings; 0 when
-  even ``min_rate_fraction`` × throughput misses). The point is the median over seeds, the
-  interval their minimum and maximum.
+* **latency classes**: the **steady-state** rate (:mod:`hgresearch.sim.steady_state`, the
+  definition of the SLO-capacity table too): long Poisson runs, warm-up dropped, stability
+  tested, several seeds; the highest rate at which the class's TTFT and TPOT percentiles hold,
+  to 1 % (0 when even 2 % of the throughput misses).
+* **the slow end** (``low_rps``, what the program uses): the same with every step
+  ``step_time_factor`` times as long — the slow end of the simulator's step-time interval at
+  the plan's confidence (:meth:`hgresearch.sim.intervals.PredictionIntervals.step_time_factor`;
+  :func:`slow_end_replicas`). ``rate_rps`` = ``high_rps``: at the nominal step times.
 
 Step times: the candidate's ``step_time`` coefficients, else those given to the provider per
 configuration label, else **the roofline floor alone** (a physical lower bound: optimistic
@@ -31,7 +34,7 @@ inputs and of the simulator's and planner's code (:func:`hgresearch.cache.cached
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
@@ -46,6 +49,8 @@ from hgresearch.plan.inputs import Candidate, LengthClass, PlanProblem, SLOClass
 if TYPE_CHECKING:
     from hgresearch.sim.calibrate import Calibration
     from hgresearch.sim.fleet import SimReplica
+    from hgresearch.sim.fleet_spec import Fleet
+    from hgresearch.sim.steady_state import Simulate, SloRatio, SteadyStateSettings
 
 #: A throughput burst holds at least this many full batches of ``max_num_seqs`` requests.
 BURST_BATCHES = 4
@@ -86,17 +91,16 @@ class ReplicaRateProvider(Protocol):
         ...
 
 
-def _percentile(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else float("nan")
-
-
 def slo_holds(ttft_ms: np.ndarray, tpot_ms: np.ndarray, slo: SLOClass) -> bool:
     """Whether requests with these TTFTs and TPOTs meet the class's SLO."""
-    if slo.ttft_ms is not None and not _percentile(ttft_ms, slo.ttft_percentile) <= slo.ttft_ms:
+    def percentile(values: np.ndarray, q: float) -> float:
+        return float(np.percentile(values, q)) if len(values) else float("nan")
+
+    if slo.ttft_ms is not None and not percentile(ttft_ms, slo.ttft_percentile) <= slo.ttft_ms:
         return False
     tpot = tpot_ms[np.isfinite(tpot_ms)]
     return slo.tpot_ms is None or not len(tpot) \
-        or _percentile(tpot, slo.tpot_percentile) <= slo.tpot_ms
+        or percentile(tpot, slo.tpot_percentile) <= slo.tpot_ms
 
 
 class SimulatedReplicaRates:
@@ -112,51 +116,44 @@ class SimulatedReplicaRates:
             coefficients.
         ttft_offsets_ms: constant ms added to every TTFT per configuration label (time outside
             engine steps) for replicas without a calibration; default 0.
-        num_requests: requests per simulation.
-        seeds: seeds of the Poisson arrivals (the interval is over them).
-        bisection_steps: halvings of the rate interval.
+        steady: length, seeds and precision of the steady-state runs
+            (:class:`hgresearch.sim.steady_state.SteadyStateSettings`).
+        step_time_factor: the slow end of the simulator's step-time interval
+            (:meth:`hgresearch.sim.intervals.PredictionIntervals.step_time_factor`): ``low_rps``
+            is the rate with every step this many times as long (1: no interval).
         batch_utilisation: fraction of the burst throughput a batch class may use.
-        min_rate_fraction: below this fraction of the throughput a missed SLO gives 0.
         source: how the step times were obtained (reported with the plan).
     """
 
     def __init__(self, step_times: Mapping[str, Mapping[str, float]] | None = None, *,
                  fits: Mapping[str, Calibration] | None = None,
-                 ttft_offsets_ms: Mapping[str, float] | None = None, num_requests: int = 300,
-                 seeds: tuple[int, ...] = (0, 1, 2),
-                 bisection_steps: int = 7, batch_utilisation: float = 0.9,
-                 min_rate_fraction: float = 0.02, source: str | None = None) -> None:
-        if num_requests < 20:
-            raise InputError("expected at least 20 requests per simulation",
-                             field="num_requests")
-        if not seeds:
-            raise InputError("expected at least one seed", field="seeds")
+                 ttft_offsets_ms: Mapping[str, float] | None = None,
+                 steady: SteadyStateSettings | None = None, step_time_factor: float = 1.0,
+                 batch_utilisation: float = 0.9, source: str | None = None) -> None:
+        from hgresearch.sim.steady_state import SteadyStateSettings
+
         if not 0 < batch_utilisation <= 1:
             raise InputError("expected a fraction in (0, 1]", field="batch_utilisation")
+        if not step_time_factor >= 1:
+            raise InputError(f"expected a step-time factor >= 1, got {step_time_factor}",
+                             field="step_time_factor")
         self.step_times = {k: dict(v) for k, v in (step_times or {}).items()}
         self.ttft_offsets_ms = {k: float(v) for k, v in (ttft_offsets_ms or {}).items()}
         self.fits: dict[str, Calibration] = dict(fits or {})
-        self.num_requests = num_requests
-        self.seeds = tuple(seeds)
-        self.bisection_steps = bisection_steps
+        self.steady = steady or SteadyStateSettings()
+        self.step_time_factor = float(step_time_factor)
         self.batch_utilisation = batch_utilisation
-        self.min_rate_fraction = min_rate_fraction
         self.source = source or ("calibrated" if fits else "given step-time coefficients"
                                  if step_times else ROOFLINE_ONLY)
-        # A class's throughput depends on the replica and the lengths, not on its SLO: each
-        # (model, candidate, length) is simulated once, however many SLO classes ask.
-        self._throughput_rps: dict[tuple[str, Candidate, LengthClass], float] = {}
 
     def describe(self) -> dict[str, object]:
         """Settings that change the result."""
         return {"provider": "SimulatedReplicaRates", "step_times": self.step_times,
                 "ttft_offsets_ms": self.ttft_offsets_ms,
-                "fits": {label: [repr(fit.coefficients), repr(fit.replica.config)]
+                "fits": {label: [repr(fit.coefficients), repr(fit.replica)]
                          for label, fit in sorted(self.fits.items())},
-                "num_requests": self.num_requests, "seeds": list(self.seeds),
-                "bisection_steps": self.bisection_steps,
-                "batch_utilisation": self.batch_utilisation,
-                "min_rate_fraction": self.min_rate_fraction}
+                "steady": repr(self.steady), "step_time_factor": self.step_time_factor,
+                "batch_utilisation": self.batch_utilisation}
 
     def step_time(self, model: str, candidate: Candidate) -> dict[str, float] | None:
         """The candidate's coefficients, else the provider's for its label, else None."""
@@ -172,78 +169,116 @@ class SimulatedReplicaRates:
             return float(self.fits[label].coefficients.ttft_offset_s) * 1e3
         return self.ttft_offsets_ms.get(label, 0.0)
 
-    def replica(self, model: str, candidate: Candidate) -> SimReplica | None:
-        """One simulated replica of ``candidate`` (None when the model does not fit)."""
+    def replica(self, model: str, candidate: Candidate, step_time_factor: float = 1.0
+                ) -> SimReplica | None:
+        """One simulated replica of ``candidate`` (None when the model does not fit), every
+        step ``step_time_factor`` times as long (:func:`slow_end_replicas`)."""
         from hgresearch.plan.fleetfile import fleet_spec
-        from hgresearch.sim.fleet import sim_replicas
         from hgresearch.sim.fleet_spec import Fleet
 
         spec = fleet_spec(model, candidate, 1, self.step_time(model, candidate))
         try:
-            return sim_replicas(Fleet(replicas=[spec]), fits=self.fits)[0]
+            return slow_end_replicas(Fleet(replicas=[spec]), self.fits, step_time_factor)[0]
         except InputError as err:
             if "no room for KV cache" in err.reason:
                 return None
             raise
 
-    def _simulate(self, replica: SimReplica, arrivals_s: np.ndarray, length: LengthClass
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """TTFT (ms), TPOT (ms) and completion time (s) of every request of one run."""
+    def _simulate(self, replica: SimReplica, length: LengthClass, offset_ms: float
+                  ) -> Simulate:
+        """The steady-state search's simulation of one replica on one length class."""
         from hgresearch.sim.simulator import make_requests, run_replica
 
-        n = len(arrivals_s)
-        requests = make_requests(replica.config, arrivals_s, [length.prompt_tokens] * n,
-                                 [length.output_tokens] * n)
-        run_replica(replica.config, replica.step_model, requests)
-        first = np.array([r.first_token_s - r.arrival_s for r in requests])
-        done = np.array([r.done_s for r in requests])
-        decode_s = np.array([r.done_s - r.first_token_s for r in requests])
-        tpot = np.where(length.output_tokens > 1, decode_s / max(length.output_tokens - 1, 1),
-                        np.nan)
-        return first * 1e3, tpot * 1e3, done
+        def simulate(arrivals_s: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+            n = len(arrivals_s)
+            requests = make_requests(replica.config, arrivals_s, [length.prompt_tokens] * n,
+                                     [length.output_tokens] * n)
+            run_replica(replica.config, replica.step_model, requests)
+            first = np.fromiter((r.first_token_s - r.arrival_s for r in requests), float, n)
+            decode = np.fromiter((r.done_s - r.first_token_s for r in requests), float, n)
+            tpot = decode / (length.output_tokens - 1) * 1e3 if length.output_tokens > 1 \
+                else np.full(n, np.nan)
+            return first * 1e3 + offset_ms, tpot
+        return simulate
 
     def burst_throughput_rps(self, replica: SimReplica, length: LengthClass) -> float:
-        """Completions per second in the middle 80% of a burst of ``num_requests`` requests,
-        at least :data:`BURST_BATCHES` full batches (``max_num_seqs``): a burst that fits one
-        batch finishes at once and says nothing about the sustained rate."""
-        from hgresearch.sim.slo_rate import middle_completion_rate_rps
+        """Completions per second in the middle 80% of a burst of at least
+        :data:`BURST_BATCHES` full batches (``max_num_seqs``) and 1,000 requests: a burst that
+        fits one batch finishes at once and says nothing about the sustained rate."""
+        from hgresearch.sim.simulator import make_requests, run_replica
+        from hgresearch.sim.slo_rate import BURST_REQUESTS, middle_completion_rate_rps
 
-        size = max(self.num_requests, BURST_BATCHES * replica.config.max_num_seqs)
-        _, _, done = self._simulate(replica, np.zeros(size), length)
-        return middle_completion_rate_rps(done)
+        size = max(BURST_REQUESTS, BURST_BATCHES * replica.config.max_num_seqs)
+        requests = make_requests(replica.config, np.zeros(size), [length.prompt_tokens] * size,
+                                 [length.output_tokens] * size)
+        run_replica(replica.config, replica.step_model, requests)
+        return middle_completion_rate_rps(np.array([r.done_s for r in requests]))
 
     def class_rate(self, model: str, candidate: Candidate, length: LengthClass,
                    slo: SLOClass) -> ClassRate:
-        """See the module docstring."""
-        from hgresearch.sim.slo_rate import highest_rate_within
-        from hgresearch.traffic.arrivals import arrival_offsets_ns
+        """The steady-state rate at the nominal step times (``rate_rps``, also ``high_rps``)
+        and at the slow end (``low_rps``; one search serves both:
+        :func:`hgresearch.sim.steady_state.rates_with_slow_end`)."""
+        from hgresearch.sim.steady_state import percentile_ratio, rates_with_slow_end
 
+        factor = self.step_time_factor
         replica = self.replica(model, candidate)
-        offset_ms = self.ttft_offset_ms(model, candidate)
         if replica is None or length.tokens - 1 > replica.config.kv_cache_tokens:
             return ClassRate(0.0, 0.0, 0.0, "memory")
-        key = (model, candidate, length)
-        if key not in self._throughput_rps:
-            self._throughput_rps[key] = self.burst_throughput_rps(replica, length)
-        throughput = self._throughput_rps[key]
+        throughput = self.burst_throughput_rps(replica, length)
         if slo.is_batch:
+            # the slow end's throughput: every step, so every completion, factor times later
             rate = self.batch_utilisation * throughput
-            return ClassRate(rate, rate, rate, "throughput")
-        rates, limits = [], []
-        for seed in self.seeds:
-            unit = arrival_offsets_ns(self.num_requests, 1.0, seed=seed) / 1e9
+            return ClassRate(rate, rate / factor, rate, "throughput")
+        offset_ms = replica.ttft_offset_s * 1e3 if replica.ttft_offset_s \
+            else self.ttft_offset_ms(model, candidate)
 
-            def holds(rate: float, unit: np.ndarray = unit, replica: SimReplica = replica
-                      ) -> bool:
-                ttft, tpot, _ = self._simulate(replica, unit / rate, length)
-                return slo_holds(ttft + offset_ms, tpot, slo)
+        def scalable(divisor: float) -> SloRatio:
+            parts = []
+            if slo.ttft_ms is not None:
+                parts.append(percentile_ratio("ttft", slo.ttft_percentile,
+                                              slo.ttft_ms / divisor))
+            if slo.tpot_ms is not None:
+                parts.append(percentile_ratio("tpot", slo.tpot_percentile,
+                                              slo.tpot_ms / divisor))
+            return lambda point: max(part(point) for part in parts)
 
-            rate = highest_rate_within(holds, throughput, min_fraction=self.min_rate_fraction,
-                                       steps=self.bisection_steps)
-            rates.append(rate)
-            limits.append("throughput" if rate == throughput else "slo")
-        return ClassRate(float(np.median(rates)), float(min(rates)), float(max(rates)),
-                         max(set(limits), key=limits.count))
+        nominal, slow = rates_with_slow_end(self._simulate(replica, length, offset_ms),
+                                            [scalable], throughput, factor, self.steady)
+        limited_by = "throughput" if nominal[0].limited_by == "capacity" else "slo"
+        return ClassRate(nominal[0].rate_rps, min(slow[0].rate_rps, nominal[0].rate_rps),
+                         nominal[0].rate_rps, limited_by)
+
+
+def slow_end_replicas(fleet: Fleet, fits: Mapping[str, Calibration], step_time_factor: float
+                      ) -> list[SimReplica]:
+    """The fleet's replicas (:func:`hgresearch.sim.fleet.sim_replicas` with ``fits``) with every
+    step ``step_time_factor`` times as long: a calibrated replica through
+    :meth:`Calibration.scaled <hgresearch.sim.calibrate.Calibration.scaled>`, one with given
+    coefficients or the roofline floor alone by the same scaling of its linear model
+    (coefficients × factor, floor bandwidth and peak ÷ factor)."""
+    from hgresearch.sim.fleet import sim_replicas
+    from hgresearch.sim.step_time import LinearStepTimeModel
+
+    if step_time_factor == 1.0:
+        return sim_replicas(fleet, fits=dict(fits))
+    scaled = {label: fit.scaled(step_time_factor) for label, fit in fits.items()}
+    out = sim_replicas(fleet, fits=scaled)
+    for replica in out:
+        model = replica.step_model
+        if replica.step_time_source != "calibrated" and isinstance(model, LinearStepTimeModel):
+            floor = model.floor
+            if floor is not None:
+                floor = replace(floor,
+                                bandwidth_bytes_per_s=floor.bandwidth_bytes_per_s
+                                / step_time_factor,
+                                peak_flops_per_s=floor.peak_flops_per_s / step_time_factor)
+            replica.step_model = LinearStepTimeModel(
+                c0_s=model.c0_s * step_time_factor,
+                c_prefill_s_per_token=model.c_prefill_s_per_token * step_time_factor,
+                c_decode_s_per_seq=model.c_decode_s_per_seq * step_time_factor,
+                c_kv_s_per_token=model.c_kv_s_per_token * step_time_factor, floor=floor)
+    return out
 
 
 class ReplicaSettings(TypedDict):
@@ -254,12 +289,14 @@ class ReplicaSettings(TypedDict):
     step_times: dict[str, dict[str, float]]
     ttft_offsets_ms: dict[str, float]
     fits: dict[str, Calibration]
+    step_time_factor: float
 
 
 def replica_settings(problem: PlanProblem, provider: ReplicaRateProvider) -> ReplicaSettings:
     """What a plan must carry from the provider so that its check and its fleet file run the
     replicas its rates assumed: keyword options of :func:`hgresearch.plan.solve.solve`
-    (``capacity_source``, ``step_times``, ``ttft_offsets_ms``, ``fits``)."""
+    (``capacity_source``, ``step_times``, ``ttft_offsets_ms``, ``fits``, ``step_time_factor``:
+    the slow end its ``low_rps`` assumed, which the plan's stress check runs)."""
     steps: dict[str, dict[str, float]] = {}
     offsets: dict[str, float] = {}
     fits: dict[str, Calibration] = {}
@@ -273,7 +310,8 @@ def replica_settings(problem: PlanProblem, provider: ReplicaRateProvider) -> Rep
             fits[label] = provider_fits[label]
         offsets[label] = float(provider.ttft_offset_ms(problem.model, candidate))
     return {"capacity_source": str(getattr(provider, "source", "")), "step_times": steps,
-            "ttft_offsets_ms": offsets, "fits": fits}
+            "ttft_offsets_ms": offsets, "fits": fits,
+            "step_time_factor": float(getattr(provider, "step_time_factor", 1.0))}
 
 
 #: Columns of :func:`replica_rate_table`.

@@ -45,6 +45,11 @@ if TYPE_CHECKING:
     from hgresearch.sim.calibrate import Calibration
 
 OBJECTIVES = ("cost", "carbon", "weighted")
+#: Fraction of its slow-end capacity a replica is kept free of (loaded to at most 90 %): the
+#: capacities are estimates (the steady-state search stops within 1 % and its percentiles come
+#: from finite runs; the check's routing split is not the single replica's Poisson stream),
+#: and a replica planned to exactly its SLO rate misses its SLO half the time they err.
+DEFAULT_HEADROOM = 0.1
 #: Tie-break weight of the other metric, relative to the objective's scale.
 TIE_BREAK = 1e-6
 
@@ -61,6 +66,8 @@ class PlanSettings(TypedDict, total=False):
     step_times: dict[str, dict[str, float]] | None
     ttft_offsets_ms: dict[str, float] | None
     fits: dict[str, Calibration] | None
+    step_time_factor: float
+    headroom: float
     time_limit_s: float
 
 
@@ -97,11 +104,15 @@ def solve(problem: PlanProblem, capacities: pd.DataFrame, *, objective: str = "c
           capacity_scale: dict[tuple[str, str], float] | None = None,
           capacity_source: str = "", step_times: dict[str, dict[str, float]] | None = None,
           ttft_offsets_ms: dict[str, float] | None = None,
-          fits: dict[str, Calibration] | None = None, time_limit_s: float = 60.0) -> Plan:
+          fits: dict[str, Calibration] | None = None, step_time_factor: float = 1.0,
+          headroom: float = 0.0, time_limit_s: float = 60.0) -> Plan:
     """The optimal plan (see the module docstring); budgets are totals over the hours.
     ``capacity_source``, ``step_times``, ``ttft_offsets_ms`` and ``fits`` describe the replicas the
     capacities assumed (:func:`hgresearch.plan.replica_rates.replica_settings`); the plan keeps them
-    for its check and its fleet file.
+    for its check and its fleet file; ``step_time_factor`` is the slow end the capacities'
+    ``capacity_column`` assumed (the plan's stress check runs it). Every replica is loaded to at
+    most ``1 - headroom`` of that capacity (0: the program as is; the command line and notebook
+    08 use :data:`DEFAULT_HEADROOM`).
 
     Without a budget the hours do not interact (the objective is a sum over hours, every
     constraint is within an hour), so a profile is solved hour by hour: the same optimum,
@@ -110,13 +121,16 @@ def solve(problem: PlanProblem, capacities: pd.DataFrame, *, objective: str = "c
     Raises :class:`InputError` naming the binding constraint when no plan meets the demand.
     """
     started = time.perf_counter()
+    if not 0 <= headroom < 1:
+        raise InputError(f"expected a headroom in [0, 1), got {headroom}", field="headroom")
     m = matrices(problem, capacities, capacity_column=capacity_column,
-                 capacity_scale=capacity_scale)
+                 capacity_scale=capacity_scale, headroom=headroom)
     options: SolveOptions = {
         "objective": objective, "carbon_price_usd_per_kg": carbon_price_usd_per_kg,
         "capacity_column": capacity_column, "capacity_scale": capacity_scale,
         "capacity_source": capacity_source, "step_times": step_times,
-        "ttft_offsets_ms": ttft_offsets_ms, "fits": fits, "time_limit_s": time_limit_s}
+        "ttft_offsets_ms": ttft_offsets_ms, "fits": fits, "step_time_factor": step_time_factor,
+        "headroom": headroom, "time_limit_s": time_limit_s}
     if problem.demand.hours > 1 and carbon_budget_g is None and cost_budget_usd is None:
         return _solve_by_hour(problem, capacities, m, started, options)
     _check_servable(problem, m)
@@ -242,7 +256,10 @@ def _plan(problem: PlanProblem, options: SolveOptions, m: Matrices, n: np.ndarra
                 capacity_source=options.get("capacity_source", ""),
                 step_times=dict(options.get("step_times") or {}),
                 ttft_offsets_ms=dict(options.get("ttft_offsets_ms") or {}),
-                fits=dict(options.get("fits") or {}))
+                fits=dict(options.get("fits") or {}),
+                step_time_factor=float(options.get("step_time_factor", 1.0)),
+                headroom=float(options.get("headroom", 0.0)),
+                nominal_cap_rps=m.nominal_rps, slow_cap_rps=m.slow_rps)
 
 
 def _check_servable(problem: PlanProblem, m: Matrices) -> None:

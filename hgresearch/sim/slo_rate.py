@@ -1,23 +1,25 @@
-"""SLO rates from the simulator: the highest offered rate at which a TTFT percentile SLO holds,
+"""SLO rates from the simulator: the highest request rate at which a TTFT percentile SLO holds,
 for every configuration × SLO (the paper's SLO-capacity table, ``sim_slo_capacity``).
 
-* **Burst throughput** (column ``capacity_rps``): the replica's sustained throughput: a burst
-  of :data:`BURST_REQUESTS` requests at once, completions per second between the 10th and
-  90th percentile completion (the drain of the last long requests excluded;
-  :func:`middle_completion_rate_rps`).
-* **SLO rate** (``slo_rate_qps``): under the paper's protocol (200 requests, vLLM 0.8.5's
-  seeded Poisson arrivals, the configuration's length mix), the highest rate ≤ the burst
-  throughput at which the simulated percentile TTFT is within the limit, by bisection on the
-  rate (:func:`highest_rate_within`, :data:`BISECTION_STEPS` halvings; every SLO of a
-  configuration shares the simulations). When the SLO holds at the burst throughput, the rate
-  is that throughput (``limited_by = "capacity"``); a fixed-count run above it would pass a
-  loose SLO only because it ends. When it fails even at :data:`MIN_RATE_FRACTION` × the
-  throughput: 0 (``limited_by = "slo"``).
-* **Interval**: the same over :data:`LENGTH_SEEDS` draws of the length mix (the paper's own
-  lengths are unknown), ``slo_rate_low_qps``/``slo_rate_high_qps``.
+* **Burst throughput** (column ``capacity_rps``): a burst of :data:`BURST_REQUESTS` requests at
+  once, completions per second between the 10th and 90th percentile completion (the drain of
+  the last long requests excluded; :func:`middle_completion_rate_rps`): the top of the search.
+* **SLO rate** (``slo_rate_qps``): the **steady-state** rate (:mod:`hgresearch.sim.steady_state`):
+  long Poisson runs of the configuration's length mix (ShareGPT-like lengths, one draw per
+  seed), warm-up dropped, stability tested, several seeds; the highest rate at which the
+  percentile holds, to 1 %. ``limited_by``: ``latency`` (between the ends), ``capacity`` (it
+  holds even at the burst throughput) or ``slo`` (0: it fails even at 2 % of it).
+* **Interval** (``slo_rate_low_qps`` to ``slo_rate_high_qps``): one-sided — the low end is the
+  same search with every step slower by the simulator's step-time interval at
+  :data:`CONFIDENCE` (:func:`hgresearch.sim.intervals.reference_intervals`,
+  :meth:`~hgresearch.sim.calibrate.Calibration.scaled`), the rate a planner may rely on; the
+  high end is the nominal rate.
+* **The paper's protocol** (``paper_protocol_rate_qps``): what a 200-request run from an empty
+  replica (vLLM 0.8.5's seeded arrivals) would have measured, capped at the burst throughput —
+  a transient, kept to compare with the paper, never for planning (:func:`paper_protocol_rates`).
 
-The planner's per-replica class rates (:mod:`hgresearch.plan.replica_rates`) use the same two
-helpers on its own traffic classes.
+The planner's per-replica class rates (:mod:`hgresearch.plan.replica_rates`) use the same
+steady-state search on its own traffic classes.
 """
 
 from __future__ import annotations
@@ -30,15 +32,25 @@ import pandas as pd
 
 from hgresearch.accounting.costs import cost_per_million_tok_at_rate_usd
 from hgresearch.data.catalogs import gpu_price_or_nan
+from hgresearch.executors import Executor
 from hgresearch.sim.calibrate import Calibration, simulate_summary
 from hgresearch.sim.replay import reference_workload
 from hgresearch.sim.run import measured_mean_lengths
+from hgresearch.sim.steady_state import (
+    ScalableSlo,
+    Simulate,
+    SteadyStateRate,
+    SteadyStateSettings,
+    percentile_ratio,
+    rates_with_slow_end,
+)
 from hgresearch.units import TOKENS_PER_MILLION
 
 BURST_REQUESTS = 1000
 BISECTION_STEPS = 10
 MIN_RATE_FRACTION = 0.02
-LENGTH_SEEDS = (0, 1, 2)
+#: Confidence of the step-time interval whose slow end gives ``slo_rate_low_qps``.
+CONFIDENCE = 0.9
 #: Default SLOs: (column, limit ms), as the fitted models' table has them.
 DEFAULT_SLO_LIMITS_MS = (50, 100, 200, 500, 1000, 2000, 5000)
 DEFAULT_SLO_METRICS = ("p90_ttft_ms", "p99_ttft_ms")
@@ -85,11 +97,14 @@ def burst_throughput_rps(fit: Calibration, mean_prompt_tokens: float,
                                                      workload).done_s)
 
 
-def slo_rates(fit: Calibration, slos: Sequence[tuple[str, float]], mean_prompt_tokens: float,
-              mean_output_tokens: float, throughput_rps: float, *, num_prompts: int = 200,
-              length_seed: int = 0) -> list[float]:
-    """Highest rate (≤ ``throughput_rps``) at which each ``(metric, limit_ms)`` holds
-    (:func:`highest_rate_within`); simulations are shared between the SLOs."""
+def paper_protocol_rates(fit: Calibration, slos: Sequence[tuple[str, float]],
+                         mean_prompt_tokens: float, mean_output_tokens: float,
+                         throughput_rps: float, *, num_prompts: int = 200,
+                         length_seed: int = 0) -> list[float]:
+    """What the paper's protocol would call each ``(metric, limit_ms)``'s capacity: the highest
+    rate (≤ ``throughput_rps``) at which a ``num_prompts``-request run from an empty replica
+    meets it (:func:`highest_rate_within`; simulations shared between the SLOs). A transient:
+    it overstates what the replica sustains (:func:`steady_slo_rates` is the sustained rate)."""
     cache: dict[float, dict[str, float]] = {}
 
     def summary(rate: float) -> dict[str, float]:
@@ -106,50 +121,109 @@ def slo_rates(fit: Calibration, slos: Sequence[tuple[str, float]], mean_prompt_t
     return [within(metric, limit_ms) for metric, limit_ms in slos]
 
 
+def reference_simulate(fit: Calibration, mean_prompt_tokens: float, mean_output_tokens: float,
+                       num_requests: int) -> Simulate:
+    """A :data:`~hgresearch.sim.steady_state.Simulate` of the calibrated replica on the
+    configuration's length mix: ShareGPT-like lengths with the given means (one draw per seed,
+    :func:`hgresearch.traffic.lengths.sharegpt_like_lengths`), TTFT with the calibration's
+    request-path delay."""
+    from hgresearch.sim.calibrate import simulate_times
+    from hgresearch.sim.replay import SHAREGPT_LIKE, Workload
+    from hgresearch.traffic.lengths import sharegpt_like_lengths
+
+    lengths: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    offset_ms = fit.coefficients.ttft_offset_s * 1e3
+
+    def simulate(arrivals_s: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        if seed not in lengths:
+            lengths[seed] = sharegpt_like_lengths(num_requests, mean_prompt_tokens,
+                                                  mean_output_tokens, seed=seed)
+        prompts, outputs = lengths[seed]
+        times = simulate_times(fit.replica, fit.coefficients,
+                               Workload(arrivals_s, prompts, outputs, 0.0, SHAREGPT_LIKE))
+        ttft_ms = (times.first_token_s - times.arrivals_s) * 1e3 + offset_ms
+        decode_s = times.done_s - times.first_token_s
+        tpot_ms = np.where(outputs > 1, decode_s / np.maximum(outputs - 1, 1), np.nan) * 1e3
+        return ttft_ms, tpot_ms
+
+    return simulate
+
+
+def steady_slo_rates(fit: Calibration, slos: Sequence[tuple[str, float]],
+                     mean_prompt_tokens: float, mean_output_tokens: float,
+                     throughput_rps: float, step_time_factor: float = 1.0,
+                     settings: SteadyStateSettings | None = None
+                     ) -> tuple[list[SteadyStateRate], list[SteadyStateRate]]:
+    """The steady-state rate (≤ ``throughput_rps``) of each ``(metric, limit_ms)``
+    (``p90_ttft_ms``...), nominal and with every step ``step_time_factor`` times as long
+    (:func:`hgresearch.sim.steady_state.rates_with_slow_end`; simulations shared)."""
+    settings = settings or SteadyStateSettings()
+    simulate = reference_simulate(fit, mean_prompt_tokens, mean_output_tokens,
+                                  settings.num_requests)
+
+    def scalable(metric: str, limit: float) -> ScalableSlo:
+        kind, percentile = metric.split("_")[1], float(metric.split("_")[0][1:])
+        return lambda factor: percentile_ratio(kind, percentile, limit / factor)
+
+    return rates_with_slow_end(simulate, [scalable(m, limit) for m, limit in slos],
+                               throughput_rps, step_time_factor, settings)
+
+
+def _configuration_rows(task: tuple[str, Calibration, pd.DataFrame, list[tuple[str, float]],
+                                    str, float]) -> list[dict[str, object]]:
+    """The rows of one configuration (one task of :func:`slo_rate_table`)."""
+    label, fit, pts, slos, scenario, factor = task
+    mean_in, mean_out = measured_mean_lengths(pts)
+    price = gpu_price_or_nan(fit.replica.gpu_name, scenario)
+    throughput = burst_throughput_rps(fit, mean_in, mean_out)
+    steady, slow = steady_slo_rates(fit, slos, mean_in, mean_out, throughput, factor)
+    paper = paper_protocol_rates(fit, slos, mean_in, mean_out, throughput)
+    rows: list[dict[str, object]] = []
+    for j, (metric, limit) in enumerate(slos):
+        rate = steady[j].rate_rps
+        tok_per_s = rate * (mean_in + mean_out)
+        cost = (cost_per_million_tok_at_rate_usd(tok_per_s, fit.replica.num_gpus, price)
+                if tok_per_s > 0 else math.nan)
+        rows.append({
+            "configuration": label,
+            "slo": f"{metric.removesuffix('_ms')} ≤ {limit:g} ms",
+            "capacity_rps": throughput,
+            "slo_rate_qps": rate,
+            # a slower replica never sustains more (bracket noise aside); the interval is
+            # one-sided: a planner needs the slow end, the nominal rate is its top
+            "slo_rate_low_qps": min(slow[j].rate_rps, rate),
+            "slo_rate_high_qps": rate,
+            "limited_by": steady[j].limited_by,
+            "paper_protocol_rate_qps": paper[j],
+            "best_measured_rps": float(pts.request_throughput_rps.max()),
+            "slo_tok_per_s": tok_per_s,
+            "cost_usd_per_1m_tok": cost,
+            "tok_per_usd": TOKENS_PER_MILLION / cost if math.isfinite(cost) else math.nan,
+        })
+    return rows
+
+
 def slo_rate_table(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
                    slo_limits_ms: Sequence[float] = DEFAULT_SLO_LIMITS_MS,
                    slo_metrics: Sequence[str] = DEFAULT_SLO_METRICS,
-                   scenario: str = "alternative") -> pd.DataFrame:
-    """One row per configuration × SLO: ``capacity_rps``, ``slo_rate_qps`` (length seed 0),
-    its interval over :data:`LENGTH_SEEDS`, ``limited_by``, the best request throughput the
+                   scenario: str = "alternative", confidence: float = CONFIDENCE,
+                   executor: Executor | None = None) -> pd.DataFrame:
+    """One row per configuration × SLO: ``capacity_rps`` (burst throughput), ``slo_rate_qps``
+    (steady state), ``slo_rate_low_qps`` (steady state with every step slower by the step-time
+    interval's slow end at ``confidence``), ``limited_by``, ``paper_protocol_rate_qps`` (the
+    200-request transient, for comparison with the paper), the best request throughput the
     configuration measured (``best_measured_rps``; ``points`` = its measured points by label,
     whose token totals set the length mix), and at the SLO rate the tokens per second
     (prompt + output) and their cost per 1M tokens and tokens per dollar under the
-    ``scenario``'s hourly prices (NaN where the price catalog has no price, e.g. CPU)."""
+    ``scenario``'s hourly prices (NaN where the price catalog has no price, e.g. CPU).
+    ``executor`` (default: this process) runs the configurations; the table is the same."""
+    from hgresearch.sim.intervals import reference_intervals
+
+    factor = reference_intervals().step_time_factor(confidence)
     slos = [(m, float(limit)) for m in slo_metrics for limit in slo_limits_ms]
-    rows = []
-    for label, fit in fits.items():
-        pts = points[label]
-        mean_in, mean_out = measured_mean_lengths(pts)
-        price = gpu_price_or_nan(fit.replica.gpu_name, scenario)
-        per_seed = []
-        throughputs = []
-        for seed in LENGTH_SEEDS:
-            throughput = burst_throughput_rps(fit, mean_in, mean_out, length_seed=seed)
-            throughputs.append(throughput)
-            per_seed.append(slo_rates(fit, slos, mean_in, mean_out, throughput,
-                                      length_seed=seed))
-        rates = np.array(per_seed)
-        for j, (metric, limit) in enumerate(slos):
-            rate = float(rates[0, j])
-            tok_per_s = rate * (mean_in + mean_out)
-            cost = (cost_per_million_tok_at_rate_usd(tok_per_s, fit.replica.num_gpus, price)
-                    if tok_per_s > 0 else math.nan)
-            rows.append({
-                "configuration": label,
-                "slo": f"{metric.removesuffix('_ms')} ≤ {limit:g} ms",
-                "capacity_rps": throughputs[0],
-                "slo_rate_qps": rate,
-                "slo_rate_low_qps": float(rates[:, j].min()),
-                "slo_rate_high_qps": float(rates[:, j].max()),
-                "limited_by": ("capacity" if rate >= throughputs[0]
-                               else "slo" if rate == 0.0 else "latency"),
-                "best_measured_rps": float(pts.request_throughput_rps.max()),
-                "slo_tok_per_s": tok_per_s,
-                "cost_usd_per_1m_tok": cost,
-                "tok_per_usd": TOKENS_PER_MILLION / cost if math.isfinite(cost) else math.nan,
-            })
-    return pd.DataFrame(rows)
+    tasks = [(label, fit, points[label], slos, scenario, factor) for label, fit in fits.items()]
+    parts = (executor or Executor()).map(_configuration_rows, tasks)
+    return pd.DataFrame([row for part in parts for row in part])
 
 
 def measured_agreement(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,

@@ -98,7 +98,10 @@ def test_plan_capacity_searches_on_ray_give_the_same_table(ray_cluster) -> None:
     problem = PlanProblem("DeepSeek-R1-Distill-Qwen-14B", Demand.steady(10.0),
                           (LengthClass("short", 256, 64),), (SLOClass("chat", 1.0, ttft_ms=300),),
                           (Candidate("H100-PCIe", 1), Candidate("RTX-4090", 2)))
-    provider = SimulatedReplicaRates(num_requests=40, seeds=(0,), bisection_steps=2)
+    from hgresearch.sim.steady_state import SteadyStateSettings
+
+    provider = SimulatedReplicaRates(steady=SteadyStateSettings(
+        warmup_requests=20, window_requests=40, seeds=(0,), rate_tolerance=0.2))
     local = replica_rate_table(problem, provider)
     on_ray = replica_rate_table(problem, provider, executor=Executor(ExecutorKind.RAY))
     assert len(local) == 2

@@ -25,7 +25,8 @@ def test_plan_command(tmp_path: Path) -> None:
         "alternative", "--grid", "DE", "--check-seeds", "2", "-o", str(out),
         "--step-times", "roofline", "--build-dir", str(tmp_path / "build")])
     assert result.exit_code == 0, result.output
-    for part in ("plan:", "simulated check", "passed", "H100-PCIe only", "RTX-4090 only",
+    for part in ("plan (load", "simulated check", "passed", "H100-PCIe only", "RTX-4090 only",
+                 "sized at the slow end", "interval_ms", "stress_p99_ttft_ms", "load_vs_nominal",
                  "best single configuration", f"wrote {out}"):
         assert part in result.stdout
     replicas = sim_replicas(load_fleet(out), fits={})
@@ -94,3 +95,27 @@ def test_plan_uses_the_calibration_by_default(tmp_path: Path,
                                       str(tmp_path)])
     assert result.exit_code == 2 and asked == [tmp_path]
     assert "stand-in calibrations asked for" in result.output
+
+
+@pytest.mark.parametrize(("qps", "message"), [
+    ("1e9", "checking a plan at 1e+09 req/s"),
+    ("1e6", "checking a plan at 1e+06 req/s"),
+])
+def test_plan_refuses_an_absurd_demand_before_any_work(tmp_path: Path, qps: str,
+                                                       message: str) -> None:
+    """Issue 20: the check's size follows the demand, and is refused in one line before the
+    calibrations, the rates or the program (none of which is written to the build folder)."""
+    result = CliRunner().invoke(app, ["plan", "--qps", qps, "--slo", "p99_ttft:500",
+                                      "--build-dir", str(tmp_path / "build")])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "--allow-large" in lines[0]
+    assert not (tmp_path / "build").exists()
+
+
+def test_plan_checks_the_output_target_before_the_work(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["plan", "--qps", "20", "-o",
+                                      str(tmp_path / "missing" / "fleet.yaml"),
+                                      "--build-dir", str(tmp_path / "build")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    assert not (tmp_path / "build").exists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from plan_fixtures import MODEL
+from plan_fixtures import MODEL, QUICK
 
 from hgresearch.plan import (
     Candidate,
@@ -23,6 +23,6 @@ def small_plan():
                           (SLOClass("chat", 1.0, ttft_ms=300),),
                           (Candidate("H100-PCIe", 1), Candidate("RTX-4090", 2)),
                           gpu_caps=(("RTX-4090", 4),))
-    provider = SimulatedReplicaRates(num_requests=100, seeds=(0, 1), bisection_steps=5)
+    provider = SimulatedReplicaRates(steady=QUICK)
     caps = replica_rate_table(problem, provider)
     return problem, caps, provider

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from plan_fixtures import (
-    MODEL,
-)
+from plan_fixtures import MODEL, QUICK
 
 from hgresearch.plan import (
     Candidate,
@@ -29,7 +27,7 @@ def test_simulated_replica_rates_have_an_interval(small_plan) -> None:
 
 
 def test_rate_is_zero_where_the_model_does_not_fit() -> None:
-    provider = SimulatedReplicaRates(num_requests=50, seeds=(0,))
+    provider = SimulatedReplicaRates(steady=QUICK)
     cap = provider.class_rate(MODEL, Candidate("RTX-4090", 1), LengthClass("x", 100, 10),
                               SLOClass("chat", ttft_ms=500))
     assert cap.rate_rps == 0 and cap.limited_by == "memory"
@@ -50,8 +48,8 @@ def test_calibrated_replicas_run_their_calibration_in_rates_and_check() -> None:
                       num_simulations=0)
     length, slo = LengthClass("short", 256, 64), SLOClass("chat", ttft_ms=500)
     candidate = Candidate("RTX-4090", 2)
-    fast = SimulatedReplicaRates(num_requests=100, seeds=(0,), bisection_steps=4)
-    slow = SimulatedReplicaRates(fits={label: fit}, num_requests=100, seeds=(0,), bisection_steps=4)
+    fast = SimulatedReplicaRates(steady=QUICK)
+    slow = SimulatedReplicaRates(fits={label: fit}, steady=QUICK)
     assert slow.replica(MODEL, candidate).step_time_source == "calibrated"
     assert slow.ttft_offset_ms(MODEL, candidate) == pytest.approx(100.0)
     assert slow.class_rate(MODEL, candidate, length, slo).rate_rps \
@@ -61,15 +59,14 @@ def test_calibrated_replicas_run_their_calibration_in_rates_and_check() -> None:
     settings = replica_settings(problem, slow)
     assert settings["fits"] == {label: fit} and settings["step_times"] == {}
     plan = solve(problem, replica_rate_table(problem, slow), **settings)
-    result = check_plan(plan, seeds=(0,), duration_s=10.0, min_requests=100)
+    result = check_plan(plan, seeds=(0,), duration_s=10.0)
     assert result.by_class.p99_ttft_ms.iloc[0] > 100  # the delay is in every TTFT
 
 
 def test_ttft_offset_counts_in_rates_and_check(small_plan) -> None:
     problem, caps, _ = small_plan
     labels = [c.label(MODEL) for c in problem.candidates]
-    late = SimulatedReplicaRates(ttft_offsets_ms=dict.fromkeys(labels, 400.0), num_requests=100,
-                                 seeds=(0,), bisection_steps=4)
+    late = SimulatedReplicaRates(ttft_offsets_ms=dict.fromkeys(labels, 400.0), steady=QUICK)
     # 400 ms outside the engine leave nothing of a 300 ms TTFT budget
     assert late.class_rate(MODEL, problem.candidates[0], problem.length_classes[0],
                            problem.slo_classes[0]).rate_rps == 0
@@ -78,5 +75,5 @@ def test_ttft_offset_counts_in_rates_and_check(small_plan) -> None:
     settings = replica_settings(problem, late)
     assert settings["ttft_offsets_ms"] == dict.fromkeys(labels, 400.0)
     plan = solve(problem, caps, **settings)
-    result = check_plan(plan, seeds=(0,), duration_s=10.0, min_requests=100)
+    result = check_plan(plan, seeds=(0,), duration_s=10.0)
     assert not result.passed and result.by_class.p99_ttft_ms.iloc[0] > 400

@@ -243,7 +243,8 @@ def test_hybrid_advantage_and_the_claim_evidence_read_from_the_planner_table(tmp
     cost = {  # rate -> (hybrid, H100 only, RTX only); at 2 req/s the RTX fleet has no plan
         1.0: (0.5, 0.5, 0.6), 2.0: (0.3, 0.4, None), 3.0: (0.15, 0.4, 0.2)}
     sweep = pd.DataFrame([
-        {"scenario": "s", "rate_rps": rate, "plan": plan, "cost_usd_per_1m_tok": value}
+        {"scenario": "s", "rate_rps": rate, "plan": plan, "cost_usd_per_1m_tok": value,
+         "passed": True}
         for rate, values in cost.items()
         for plan, value in zip(("hybrid", "H100-PCIe only", "RTX-4090 only"), values,
                                strict=True) if value is not None])
@@ -257,6 +258,15 @@ def test_hybrid_advantage_and_the_claim_evidence_read_from_the_planner_table(tmp
     evidence = audit.model_evidence(tmp_path)
     assert "at 2 of 3 demand points, by up to 25.0%" in evidence["C10"]
     assert "0%–62% cheaper than the H100-only fleet" in evidence["C10"]
+    assert "nominal and stressed" in evidence["C10"]
+    # a plan that failed its check is no price: the hybrid at 3 req/s no longer counts
+    failed = sweep.assign(passed=~((sweep.rate_rps == 3.0) & (sweep.plan == "hybrid")))
+    assert hybrid_advantage(failed).saving.isna().tolist() == [False, False, True]
+    # never cheaper than both: C10's evidence says so
+    hybrid_advantage(sweep.assign(cost_usd_per_1m_tok=sweep.cost_usd_per_1m_tok.where(
+        sweep.plan != "hybrid", 1.0))).to_csv(tmp_path / "fleet_hybrid_advantage.csv",
+                                               index=False)
+    assert "at none of the 3 demand points" in audit.model_evidence(tmp_path)["C10"]
     assert evidence["C9"].startswith("not computed: carbon_break_even.csv is missing")
 
 

@@ -25,7 +25,7 @@ from hgresearch.sim.calibrate import (
 from hgresearch.sim.energy import StepEnergyMeter, energy_meter
 from hgresearch.sim.replay import reference_workload, replay_workload
 from hgresearch.sim.replica_limits import kv_cache_tokens_from_log
-from hgresearch.sim.slo_rate import slo_rates
+from hgresearch.sim.slo_rate import paper_protocol_rates
 from hgresearch.traffic.lengths import (
     SHAREGPT_MAX_PROMPT_TOK,
     SHAREGPT_MAX_TOTAL_TOK,
@@ -194,7 +194,7 @@ def test_slo_bisection_is_monotone_and_matches_a_direct_simulation(replica):
                       rates_qps=(), rms_log_error=0.0, num_simulations=0)
     capacity = 12.0
     limits = (60.0, 120.0, 400.0)
-    rates = slo_rates(fit, [("p90_ttft_ms", x) for x in limits], 200.0, 180.0, capacity,
+    rates = paper_protocol_rates(fit, [("p90_ttft_ms", x) for x in limits], 200.0, 180.0, capacity,
                       num_prompts=60)
     assert rates == sorted(rates)
     for limit, rate in zip(limits, rates, strict=True):

@@ -178,3 +178,34 @@ def test_bad_input_names_the_request_and_field():
     with pytest.raises(InputError) as err:
         simulate_replica(config, model, [0.0], [5], [2.5])
     assert err.value.field == "output_tokens"
+
+
+@pytest.mark.parametrize("num_kv_blocks", [60, 4000])
+@pytest.mark.parametrize("skip", [True, False])
+def test_single_replica_loop_is_bit_identical_to_the_fleet_loop(num_kv_blocks, skip):
+    """run_replica's heap-free loop against run_replicas (the heap) with one replica: the same
+    first-token and completion times to the bit, steps and preemptions, through same-instant
+    arrivals (a burst at 0, duplicated times), idle gaps and KV preemption."""
+    from hgresearch.sim.simulator import make_requests, run_replica, run_replicas
+    from hgresearch.sim.step_time import LinearStepTimeModel, RooflineFloor
+
+    rng = np.random.default_rng(7)
+    n = 600
+    arrivals = np.sort(np.concatenate([np.zeros(50), rng.uniform(0, 60, n - 100),
+                                       np.repeat(rng.uniform(0, 60, 25), 2)]))
+    prompts = rng.integers(1, 400, n)
+    outputs = rng.integers(1, 200, n)
+    config = ReplicaConfig(num_kv_blocks=num_kv_blocks, block_size=16, max_num_seqs=64,
+                           max_num_batched_tokens=512)
+    model = LinearStepTimeModel(0.004, 2e-5, 1e-4, 1e-8, floor=RooflineFloor(
+        1e10, 1e5, 2e12, 2e10, 1e15))
+    one = make_requests(config, arrivals, prompts, outputs)
+    fleet = make_requests(config, arrivals, prompts, outputs)
+    run = run_replica(config, model, one, skip_quiet_steps=skip)
+    (ref,), _ = run_replicas([config], [model], fleet, skip_quiet_steps=skip)
+    assert [(r.first_token_s, r.done_s, r.num_preemptions) for r in one] == \
+        [(r.first_token_s, r.done_s, r.num_preemptions) for r in fleet]
+    assert (run.num_steps, run.num_completions, run.num_preemptions, run.end_s) == \
+        (ref.num_steps, ref.num_completions, ref.num_preemptions, ref.end_s)
+    if num_kv_blocks == 60:
+        assert run.num_preemptions > 0

@@ -1,6 +1,7 @@
 """The paper's SLO-capacity table comes from the simulator (issue 10, item 5 and "Done when"):
-a value in every configuration × SLO row, no capacity below the best measured throughput, and
-the simulated percentile beside the measured one at every measured rate."""
+a value in every configuration × SLO row, no capacity below the best measured throughput, the
+steady-state rate (issue 18 item 1) with the paper protocol's beside it, and the simulated
+percentile beside the measured one at every measured rate."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ def test_committed_slo_table_has_a_value_in_every_row_and_no_capacity_below_meas
                                rtol=1e-5)
     assert (table.capacity_rps >= table.best_measured_rps).all()
     assert (table.slo_rate_qps <= table.capacity_rps * (1 + 1e-9)).all()
+    # steady state (issue 18 item 1): the slow end never above the nominal rate, the paper
+    # protocol's 200-request transient kept beside it under its own name, and the rate no
+    # longer pinned to the burst throughput in most rows
+    assert (table.slo_rate_low_qps <= table.slo_rate_qps * (1 + 1e-9)).all()
+    assert (table.slo_rate_high_qps == table.slo_rate_qps).all()
+    assert table.paper_protocol_rate_qps.notna().all()
+    assert (table.limited_by == "capacity").mean() < 0.2
     priced = ~table.configuration.str.endswith("CPU")
     assert table.loc[priced & (table.slo_rate_qps > 0), "cost_usd_per_1m_tok"].notna().all()
     # One SLO-capacity table: the curve fits' is no longer written (notebook 04).
