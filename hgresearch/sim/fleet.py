@@ -133,13 +133,18 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
     )
 
     user = _user_calibrations(fleet, candidates)
-    # An unmeasured configuration gets the shared step-time model's prediction
-    # (hgresearch.sim.step_model.calibration_for) instead of the roofline floor alone, unless
-    # the caller chose the calibrations (fits given, possibly empty).
-    predict_unmeasured = fits is None
+    chosen = fits is not None
     if fits is None and any(not spec.step_time and _label(spec) not in user
                             for spec in fleet.replicas):
         fits = fleet_calibrations(build_dir, reference)
+    # An unmeasured configuration gets the shared step-time model's prediction
+    # (hgresearch.sim.step_model.calibration_for) instead of the roofline floor alone, when
+    # the reference calibrations loaded here come from that model (not when the caller chose
+    # the calibrations, possibly none).
+    from hgresearch.sim.step_model import SHARED_MODEL
+
+    predict_unmeasured = not chosen and any(
+        fit.extra.get("source") == SHARED_MODEL for fit in (fits or {}).values())
     fits = {**(fits or {}), **user}
     prices = price_catalog()
     prices = prices[prices.scenario == fleet.price_scenario]

@@ -218,3 +218,29 @@ def test_a_prediction_contradicting_a_met_slo_is_listed_with_its_reason():
     assert (table[table.configuration == "a"].reason == "").all()
     assert table[table.configuration == "b"].reason.str.contains("falls").all()
     assert set(table[table.configuration == "a"].limit_ms) == {500.0}
+
+
+def test_fleet_replica_of_an_unmeasured_configuration_is_predicted(tmp_path, monkeypatch):
+    from hgresearch.sim import fleet as fleet_module
+    from hgresearch.sim import validation as validation_module
+    from hgresearch.sim.fleet import PREDICTED, ROOFLINE_ONLY, sim_replicas
+    from hgresearch.sim.fleet_spec import load_fleet
+    from hgresearch.sim.step_model import calibration_from_fit
+
+    fit = _fit(dict(INITIAL))
+    measured = calibration_from_fit(fit, replica_for("DeepSeek-R1-Distill-Qwen-7B", GPU, 1))
+    monkeypatch.setattr(fleet_module, "fleet_calibrations",
+                        lambda *args, **kwargs: {"DeepSeek-R1-Distill-Qwen-7B on 1x RTX-4090":
+                                                 measured})
+    monkeypatch.setattr(validation_module, "reference_shared_fits",
+                        lambda *args, **kwargs: {GPU: fit})
+    path = tmp_path / "fleet.yaml"
+    path.write_text("replicas:\n  - config: DeepSeek-R1-Distill-Qwen-32B on 4x RTX-4090\n")
+    [replica] = sim_replicas(load_fleet(path), build_dir=tmp_path)
+    assert replica.step_time_source == PREDICTED
+    expected = calibration_for("DeepSeek-R1-Distill-Qwen-32B", GPU, 4, {GPU: fit})
+    assert replica.step_model.step_time_s(100, 8, 4000) == pytest.approx(
+        expected.coefficients.step_model(expected.replica).step_time_s(100, 8, 4000))
+    # Calibrations the caller chose (here none) are not second-guessed.
+    [alone] = sim_replicas(load_fleet(path), fits={}, build_dir=tmp_path)
+    assert alone.step_time_source == ROOFLINE_ONLY
