@@ -226,31 +226,37 @@ class CrossValidation:
     excluded: pd.DataFrame
 
 
-def cross_validate(runs: pd.DataFrame, *, n_jobs: int = 1,
-                   executor: Executor | None = None) -> CrossValidation:
+def cross_validate(runs: pd.DataFrame, *, n_jobs: int = 1, executor: Executor | None = None,
+                   schemes: tuple[str, ...] = SCHEMES) -> CrossValidation:
     """Fit the shared model on all points and in every LOCO and LOQO fold; predict the
     held-out points (see the module docstring). ``executor`` (default ``n_jobs`` processes)
-    runs the folds; the result does not depend on which runs them."""
+    runs the folds; the result does not depend on which runs them. ``schemes`` limits the
+    folds (``fits`` then holds only the in-sample fits that ran)."""
+    unknown = set(schemes) - set(SCHEMES)
+    if unknown:
+        raise InputError(f"unknown validation scheme(s) {sorted(unknown)}; known: {SCHEMES}",
+                         field="schemes")
     shared, alone = _split(runs)
-    folds = [fold for gpu, configs in sorted(shared.items()) for fold in _folds(gpu, configs)]
+    folds = [fold for gpu, configs in sorted(shared.items()) for fold in _folds(gpu, configs)
+             if fold[0] in schemes]
     jobs = executor or Executor.for_jobs(n_jobs)
     results = jobs.map(_run_fold, folds)
     rows = [row for *_, part in results for row in part]
     fits = {name: fit for scheme, name, fit, _ in results if scheme == "in-sample"}
     fold_fits = {(scheme, name): fit for scheme, name, fit, _ in results}
     alone_fits = {}
-    for label, points in alone:
+    for label, points in alone if "in-sample" in schemes or "LOQO" in schemes else []:
         alone_fits[label] = calibrate_configuration(points)
         fit = alone_fits[label]
         excluded = excluded_metrics(points)
         workloads = _workloads(points)
-        for i, (_, measured) in enumerate(points.iterrows()):
+        for i, (_, measured) in enumerate(points.iterrows() if "in-sample" in schemes else []):
             predicted = simulate_summary(fit.replica, fit.coefficients, workloads[i])
             for metric in VALIDATION_METRICS:
                 rows.append(_row("in-sample", label, measured, metric, predicted[metric],
                                  workloads[i].lengths_source,
                                  metric in excluded.get(float(measured.request_rate_qps), set())))
-        if len(points) >= 3:
+        if len(points) >= 3 and "LOQO" in schemes:
             for row in _validate_one((label, points)):
                 rows.append({"scheme": "LOQO", **row, "excluded": row["metric"] in excluded.get(
                     row["held_out_qps"], set())})
@@ -350,7 +356,7 @@ def simulated_leave_one_qps_out(runs: pd.DataFrame, *, n_jobs: int = 1,
                                 executor: Executor | None = None) -> pd.DataFrame:
     """The LOQO rows of :func:`cross_validate` (per held-out point and metric: measured,
     predicted, signed error %, ``excluded``), for ``hgresearch sim validate``."""
-    points = cross_validate(runs, n_jobs=n_jobs, executor=executor).points
+    points = cross_validate(runs, n_jobs=n_jobs, executor=executor, schemes=("LOQO",)).points
     if points.empty:
         return points
     return points[points.scheme == "LOQO"].drop(columns="scheme").reset_index(drop=True)

@@ -244,3 +244,12 @@ def test_fleet_replica_of_an_unmeasured_configuration_is_predicted(tmp_path, mon
     # Calibrations the caller chose (here none) are not second-guessed.
     [alone] = sim_replicas(load_fleet(path), fits={}, build_dir=tmp_path)
     assert alone.step_time_source == ROOFLINE_ONLY
+
+
+def test_scaled_shared_calibration_slows_every_step_including_the_kv_read():
+    calibration = calibration_for("DeepSeek-R1-Distill-Qwen-14B", GPU, 4, {GPU: _fit(INITIAL)})
+    slow = calibration.scaled(1.5)
+    for args in [(0, 8, 100_000), (2048, 0, 0), (0, 1, 0)]:
+        base = calibration.coefficients.step_model(calibration.replica).step_time_s(*args)
+        assert slow.coefficients.step_model(slow.replica).step_time_s(*args) == pytest.approx(
+            1.5 * base)
