@@ -15,24 +15,35 @@ import pandas as pd
 from hgresearch.executors import Executor
 from hgresearch.report.writers import TableSpec
 from hgresearch.sim.calibrate import Calibration
+from hgresearch.sim.intervals import coverage_table, intervals_from_points
 from hgresearch.sim.routing_study import FAST_CONFIG, SLOW_CONFIG, RoutingComparison
-from hgresearch.sim.run import calibrations
 from hgresearch.sim.slo_rate import agreement_table, measured_agreement, slo_rate_table
+from hgresearch.sim.step_model import GpuFit
 from hgresearch.sim.validation import (
     MAPE_COLUMNS,
     VALIDATION_METRICS,
+    CrossValidation,
+    cached_cross_validation,
+    calibrations_from,
     code_digest,
     coefficient_table,
     configuration_points,
     goal_misses,
-    simulated_leave_one_qps_out,
+    goals_table,
+    gpu_coefficient_table,
+    schemes_table,
     simulated_validation_table,
+    slo_contradictions,
 )
 
 
 @dataclass
 class SimReport:
-    """Everything notebook 07 shows. ``seconds``: uncached wall time of each part (s)."""
+    """Everything notebook 07 shows. ``points``: every validation row (column ``scheme``:
+    LOCO, LOQO, in-sample); ``validation``: the LOCO MAPE table per configuration and metric;
+    ``fits``: the calibrations (derived from the shared model) by configuration;
+    ``gpu_fits``: the shared model's parameters by GPU type. ``seconds``: uncached wall time
+    of each part (s)."""
 
     points: pd.DataFrame
     validation: pd.DataFrame
@@ -42,39 +53,60 @@ class SimReport:
     agreement: pd.DataFrame
     noise_pct: dict[str, float]
     seconds: dict[str, float] = field(default_factory=dict)
+    gpu_fits: dict[str, GpuFit] = field(default_factory=dict)
+    config_coefficients: pd.DataFrame = field(default_factory=pd.DataFrame)
+    schemes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    goals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    coverage: pd.DataFrame = field(default_factory=pd.DataFrame)
+    excluded: pd.DataFrame = field(default_factory=pd.DataFrame)
+    loqo: pd.DataFrame = field(default_factory=pd.DataFrame)
+    in_sample: pd.DataFrame = field(default_factory=pd.DataFrame)
+    contradictions: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def analyse_simulator(runs: pd.DataFrame, *, build_dir: str | Path | None = None,
                       n_jobs: int = 2, executor: Executor | None = None) -> SimReport:
-    """Leave-one-QPS-out validation, calibrations on all points, SLO capacities and their
-    agreement with the measured points; cached in ``<build_dir>/cache/models``. ``executor``
-    (default: ``n_jobs`` processes) runs the folds and fits (results identical)."""
+    """Cross-validation of the shared step-time model (LOCO, LOQO, in-sample;
+    :func:`hgresearch.sim.validation.cross_validate`), the calibrations it gives, interval
+    coverage, SLO capacities and their agreement with the measured points; cached in
+    ``<build_dir>/cache/models``. ``executor`` (default: ``n_jobs`` processes) runs the folds
+    (results identical)."""
     from hgresearch.cache import cached
     from hgresearch.fits.uncertainty import run_to_run_spread
 
     def compute() -> SimReport:
         seconds = {}
         start = time.perf_counter()
-        points = simulated_leave_one_qps_out(runs, n_jobs=n_jobs, executor=executor)
-        seconds["validation"] = time.perf_counter() - start
-        start = time.perf_counter()
-        fits = calibrations(runs, build_dir, n_jobs=n_jobs, executor=executor)
-        seconds["calibration"] = time.perf_counter() - start
+        validation: CrossValidation = cached_cross_validation(runs, build_dir, n_jobs=n_jobs,
+                                                              executor=executor)
+        seconds["cross_validation"] = time.perf_counter() - start
+        fits = calibrations_from(validation, runs)
         measured = dict(configuration_points(runs))
         start = time.perf_counter()
         slo = slo_rate_table(fits, measured, executor=executor or Executor.for_jobs(n_jobs))
         seconds["slo_capacity"] = time.perf_counter() - start
         agreement = measured_agreement(fits, measured)
-        return SimReport(points=points, validation=pd.DataFrame(), fits=fits,
-                         coefficients=coefficient_table(fits), slo_capacity=slo,
-                         agreement=agreement, noise_pct={}, seconds=seconds)
+        return SimReport(points=validation.points, validation=pd.DataFrame(), fits=fits,
+                         coefficients=gpu_coefficient_table(validation.fits),
+                         slo_capacity=slo, agreement=agreement, noise_pct={}, seconds=seconds,
+                         gpu_fits=validation.fits,
+                         config_coefficients=coefficient_table(fits),
+                         excluded=validation.excluded)
 
     report = cached(build_dir, "sim_report", runs, {"sim_code": code_digest(), "n_jobs": 0},
                     compute)
-    # The table and the noise floor are cheap and outside the cache: the run-to-run spread of
+    # The tables and the noise floor are cheap and outside the cache: the run-to-run spread of
     # every validated metric (repeated measured points), beside the errors.
     spread = run_to_run_spread(runs, VALIDATION_METRICS)[1]
-    report.validation = simulated_validation_table(report.points, spread)
+    points = report.points
+    report.validation = simulated_validation_table(points[points.scheme == "LOCO"], spread)
+    report.loqo = simulated_validation_table(points[points.scheme == "LOQO"], spread)
+    report.in_sample = simulated_validation_table(points[points.scheme == "in-sample"], spread)
+    report.schemes = schemes_table(points)
+    report.goals = goals_table(points)
+    report.coverage = coverage_table(points, scheme="LOCO")
+    report.contradictions = slo_contradictions(
+        points, intervals_from_points(points, scheme="LOCO"), excluded=report.excluded)
     report.noise_pct = ({m: float(v) for m, v in
                          spread.set_index("metric").median_rel_std_pct.items()}
                         if len(spread) else {})
@@ -88,20 +120,71 @@ def overall_mape(validation: pd.DataFrame) -> dict[str, float]:
     return {metric: float(row[column]) for metric, column in MAPE_COLUMNS.items()}
 
 
+_SCHEME_NOTE = ("LOCO: each GPU configuration predicted by the shared model fitted without any "
+                "of its runs. LOQO: each offered rate removed from every configuration of the "
+                "GPU type at once, then predicted. in-sample: the fit on all points. p90 TTFT "
+                "counts points measured above 50 ms; the TTFT of the points in "
+                "sim_excluded_runs is left out. The CPU configuration is fitted alone "
+                "(no datasheet numbers): no LOCO.")
+
 #: The simulator's tables (``paper/tables``), in the order they are written.
 SIMULATOR_TABLES = (
     TableSpec("sim_validation",
-              "Simulator validation: leave-one-QPS-out MAPE (%) per configuration",
-              "tab:sim-validation", default_decimals=1,
-              notes=("Each rate is predicted by a calibration on the other rates only. p90 TTFT "
-                     "counts points measured above 50 ms. Goals: throughput 5% (worst "
-                     "configuration 10%), mean TPOT 10%, p90 TTFT 25%. The last row is the "
-                     "run-to-run spread of repeated measured points (median relative std, %).",)),
-    TableSpec("sim_coefficients", "Simulator step-time coefficients calibrated on all rates",
-              "tab:sim-coefficients", default_decimals=3,
-              notes=("Relative standard errors from the Jacobian at the optimum (s² (JᵀJ)⁻¹); "
-                     "the error surface is rugged, so they understate the spread of prefill and "
-                     "decode costs, which trade off.",)),
+              "Simulator validation: LOCO, LOQO and in-sample MAPE (%) side by side",
+              "tab:sim-validation", default_decimals=1, notes=(_SCHEME_NOTE,)),
+    TableSpec("sim_validation_goals",
+              "Simulator validation against the goals (MAPE %, per scheme and metric)",
+              "tab:sim-validation-goals", default_decimals=1,
+              notes=("Goals from the trust issue: LOCO throughput 10%, mean TPOT 15%, p90 TTFT "
+                     "35%; LOQO 5%, 10%, 25%. worst_configuration: the configuration with the "
+                     "largest MAPE of that scheme and metric.", _SCHEME_NOTE)),
+    TableSpec("sim_validation_loco",
+              "Simulator validation: leave-one-configuration-out MAPE (%) per metric",
+              "tab:sim-validation-loco", default_decimals=1,
+              notes=(_SCHEME_NOTE, "The last row is the run-to-run spread of repeated measured "
+                     "points (median relative std, %).")),
+    TableSpec("sim_validation_loqo",
+              "Simulator validation: leave-one-rate-out MAPE (%) per metric",
+              "tab:sim-validation-loqo", default_decimals=1, notes=(_SCHEME_NOTE,)),
+    TableSpec("sim_validation_in_sample",
+              "Simulator in-sample error: the fit on all points, MAPE (%) per metric",
+              "tab:sim-validation-in-sample", default_decimals=1, notes=(_SCHEME_NOTE,)),
+    TableSpec("sim_interval_coverage",
+              "Prediction intervals: empirical coverage on held-out configurations",
+              "tab:sim-interval-coverage", default_decimals=1,
+              notes=("Split-conformal intervals from LOCO residuals (predicted / measured - 1), "
+                     "cross-fitted: each configuration's points are judged by intervals built "
+                     "from the other configurations' residuals only. below/above: measured "
+                     "points under / over the interval. Excluded points (sim_excluded_runs) "
+                     "are not counted.",)),
+    TableSpec("sim_coefficients",
+              "Shared step-time model: parameters per GPU type, standard errors, bounds",
+              "tab:sim-coefficients", default_decimals=4,
+              notes=("Factors are 1 / efficiency against the datasheet (hardware.csv): 1 is the "
+                     "peak. Relative standard errors from s² (JᵀJ)⁻¹ over the free parameters "
+                     "at the optimum (finite differences, step 10% in log); a parameter on a "
+                     "bound has none (status says which bound); the all-reduce terms are fixed "
+                     "where a GPU type has no tensor-parallel configuration.",)),
+    TableSpec("sim_config_coefficients",
+              "Step-time coefficients of each configuration, derived from the shared model",
+              "tab:sim-config-coefficients", default_decimals=3,
+              notes=("c0, c_prefill, c_decode, c_kv and the offset follow from the GPU type's "
+                     "parameters (sim_coefficients) and the configuration's datasheet times; "
+                     "source 'alone': fitted on its own points (no datasheet numbers).",)),
+    TableSpec("sim_excluded_runs",
+              "Measured points whose TTFT is kept out of the fit, with the reason",
+              "tab:sim-excluded-runs", default_decimals=1,
+              notes=("A work-conserving queue's TTFT grows with load; these points' TTFT falls "
+                     "by more than 1.5x at a higher rate of the same configuration. Their "
+                     "throughput and TPOT stay in the fit.",)),
+    TableSpec("sim_slo_contradictions",
+              "Measured points whose SLO verdict the model contradicts, with the reason",
+              "tab:sim-slo-contradictions", default_decimals=1,
+              notes=("Every measured point x p90/p99 TTFT x limit (50 ms to 5 s) where the "
+                     "measurement met the limit but the 90% interval of the in-sample "
+                     "prediction lies wholly above it, or missed it while the interval lies "
+                     "wholly below. reason: why the model may disagree (its TTFT is kept out "
+                     "of the fit, sim_excluded_runs); empty: unexplained.",)),
     TableSpec("sim_slo_capacity",
               "SLO capacity from the calibrated simulator: steady-state Poisson load (the "
               "paper protocol's 200-request rate beside it)",
@@ -120,26 +203,45 @@ SIMULATOR_TABLES = (
     TableSpec("sim_slo_agreement",
               "SLO capacity at the measured points: simulated vs measured TTFT percentile",
               "tab:sim-slo-agreement", default_decimals=1,
-              notes=("simulated_ms: calibration on all rates (the one behind sim_slo_capacity); "
-                     "held_out_ms: calibration on the other rates only. verdicts_agree: SLO "
-                     "limits (50 ms to 5 s) at which the simulated verdict (met or not) is the "
-                     "measured one; disagree_at_ms: the limits where it is not.",)),
+              notes=("simulated_ms: the shared model fitted on all points (the one behind "
+                     "sim_slo_capacity); held_out_ms: the LOCO prediction (the configuration's "
+                     "runs never seen). verdicts_agree: SLO limits (50 ms to 5 s) at which the "
+                     "simulated verdict (met or not) is the measured one; disagree_at_ms: the "
+                     "limits where it is not.",)),
 )
 
 
 def simulator_tables(report: SimReport) -> dict[str, pd.DataFrame | None]:
     """The frames of :data:`SIMULATOR_TABLES`, by file stem."""
-    return {"sim_validation": report.validation, "sim_coefficients": report.coefficients,
+    loco = report.points[report.points.scheme == "LOCO"].drop(columns="scheme")
+    return {"sim_validation": report.schemes, "sim_validation_goals": report.goals,
+            "sim_validation_loco": report.validation, "sim_validation_loqo": report.loqo,
+            "sim_validation_in_sample": report.in_sample,
+            "sim_interval_coverage": report.coverage,
+            "sim_coefficients": report.coefficients,
+            "sim_config_coefficients": report.config_coefficients,
+            "sim_excluded_runs": report.excluded,
+            "sim_slo_contradictions": report.contradictions,
             "sim_slo_capacity": report.slo_capacity,
-            "sim_slo_agreement": agreement_table(report.agreement, report.points)}
+            "sim_slo_agreement": agreement_table(report.agreement, loco)}
 
 
 def simulator_headline(report: SimReport) -> dict[str, float]:
-    """Numbers ``hgresearch reproduce`` prints for notebook 07: the validation against its
-    goals (:func:`hgresearch.sim.validation.goal_misses`) and the share of measured point × SLO
-    verdicts the simulation agrees with (%)."""
-    numbers = {k: round(v, 2) for k, v in goal_misses(report.validation).items()}
+    """Numbers ``hgresearch reproduce`` prints for notebook 07: the LOCO validation against its
+    goals (:func:`hgresearch.sim.validation.goal_misses`), the LOQO and in-sample MAPEs, the
+    90% intervals' coverage per metric and the share of measured point × SLO verdicts the
+    simulation agrees with (%)."""
+    numbers = {f"loco_{k}": round(v, 2) for k, v in goal_misses(report.validation).items()}
+    numbers.update({f"loqo_{k}": round(v, 2) for k, v in goal_misses(report.loqo).items()})
+    numbers.update({f"in_sample_{k}": round(v, 2)
+                    for k, v in goal_misses(report.in_sample).items()})
+    cover = report.coverage[report.coverage.nominal_pct == 90]
+    numbers.update({f"coverage90_{m}_pct": round(float(c), 1)
+                    for m, c in zip(cover.metric, cover.coverage_pct, strict=True)})
     numbers["slo_agreement_pct"] = round(100 * float(report.agreement.agrees.mean()), 1)
+    contradictions = report.contradictions
+    numbers["slo_contradictions"] = len(contradictions)
+    numbers["slo_contradictions_unexplained"] = int((contradictions.reason == "").sum())
     return numbers
 
 
@@ -182,7 +284,7 @@ def routing_reading(report: SimReport, comparison: RoutingComparison) -> str:
     for label in (FAST_CONFIG, SLOW_CONFIG):
         row = validation.loc[label]
         delay_ms = 1e3 * report.fits[label].coefficients.ttft_offset_s
-        lines.append(f"{label}: request-path delay {delay_ms:.0f} ms; held-out MAPE throughput "
+        lines.append(f"{label}: request-path delay {delay_ms:.0f} ms; LOCO MAPE throughput "
                      f"{row.request_throughput_mape_pct:.1f}%, mean TPOT "
                      f"{row.mean_tpot_mape_pct:.1f}%, p99 TTFT {row.p99_ttft_mape_pct:.1f}%")
     alone = report.slo_capacity.set_index(["configuration", "slo"]).slo_rate_qps

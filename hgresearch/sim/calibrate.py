@@ -90,6 +90,11 @@ class StepCoefficients:
     c_prefill_s_per_token: float
     c_decode_s_per_seq: float
     ttft_offset_s: float = 0.0
+    #: Seconds per KV token read by attention; ``None``: ``c0_s × kv_per_weight_byte`` (a KV
+    #: byte costs what a weight byte does — the per-configuration calibration). The shared
+    #: cross-configuration model (:mod:`hgresearch.sim.step_model`) sets it from its own
+    #: KV-read efficiency.
+    c_kv_s_per_token: float | None = None
 
     def as_array(self) -> np.ndarray:
         """``[c0, c_prefill, c_decode, offset]``."""
@@ -101,7 +106,9 @@ class StepCoefficients:
         return LinearStepTimeModel(
             c0_s=self.c0_s, c_prefill_s_per_token=self.c_prefill_s_per_token,
             c_decode_s_per_seq=self.c_decode_s_per_seq,
-            c_kv_s_per_token=self.c0_s * replica.kv_per_weight_byte, floor=replica.floor)
+            c_kv_s_per_token=(self.c0_s * replica.kv_per_weight_byte
+                              if self.c_kv_s_per_token is None else self.c_kv_s_per_token),
+            floor=replica.floor)
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,9 @@ class Calibration:
             c0_s=c.c0_s * step_time_factor,
             c_prefill_s_per_token=c.c_prefill_s_per_token * step_time_factor,
             c_decode_s_per_seq=c.c_decode_s_per_seq * step_time_factor,
-            ttft_offset_s=c.ttft_offset_s * step_time_factor)
+            ttft_offset_s=c.ttft_offset_s * step_time_factor,
+            c_kv_s_per_token=(None if c.c_kv_s_per_token is None
+                              else c.c_kv_s_per_token * step_time_factor))
         floor = self.replica.floor
         if floor is not None:
             floor = replace(floor,
@@ -139,6 +148,18 @@ class Calibration:
         return replace(self, replica=replace(self.replica, floor=floor),
                        coefficients=coefficients,
                        extra={**self.extra, "step_time_factor": step_time_factor})
+
+
+def vllm085_scheduler_limits(gpu_name: str) -> dict[str, int]:
+    """vLLM 0.8.5's scheduler limits for its OpenAI server on ``gpu_name`` when none are given
+    (``EngineArgs._set_default_args_v1``: a device whose name contains "h100" or "h200" gets
+    ``max_num_seqs`` 1024 and ``max_num_batched_tokens`` 8192, any other 256 and 2048). The
+    reference runs left both at their defaults; a wrong budget distorts TTFT at load (the
+    prefill chunk per step and the batch size are both capped by them)."""
+    name = gpu_name.lower()
+    if "h100" in name or "h200" in name:
+        return {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
+    return {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
 
 
 def replica_for(model: str, gpu_name: str, gpu_count: int, *, label: str | None = None,
@@ -191,7 +212,8 @@ def replica_for_runs(runs: pd.DataFrame) -> Replica:
             break
     label = f"{first['model']} on {hardware_label(first['gpu_name'], int(first['gpu_count']))}"
     return replica_for(str(first["model"]), str(first["gpu_name"]), int(first["gpu_count"]),
-                       label=label, kv_cache_tokens=kv_tokens)
+                       label=label, kv_cache_tokens=kv_tokens,
+                       **vllm085_scheduler_limits(str(first["gpu_name"])))
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ FLEET_FILE, CALIBRATED, ROOFLINE_ONLY = "fleet file", "calibrated", "roofline fl
 #: ``SimReplica.step_time_source`` of a replica calibrated by a calibration file (a user's
 #: runs: ``hgresearch sim calibrate``).
 CALIBRATION_FILE = "calibration file"
+#: ``step_time_source`` of a configuration never measured, predicted by the shared model.
+PREDICTED = "predicted by the shared model (configuration not measured)"
 #: The decode step that defines a replica's default capacity weight: this many sequences, each
 #: attending to this many tokens (a moderately loaded engine).
 WEIGHT_DECODE_SEQS, WEIGHT_CONTEXT_TOKENS = 32, 1024
@@ -131,9 +133,18 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
     )
 
     user = _user_calibrations(fleet, candidates)
+    chosen = fits is not None
     if fits is None and any(not spec.step_time and _label(spec) not in user
                             for spec in fleet.replicas):
         fits = fleet_calibrations(build_dir, reference)
+    # An unmeasured configuration gets the shared step-time model's prediction
+    # (hgresearch.sim.step_model.calibration_for) instead of the roofline floor alone, when
+    # the reference calibrations loaded here come from that model (not when the caller chose
+    # the calibrations, possibly none).
+    from hgresearch.sim.step_model import SHARED_MODEL
+
+    predict_unmeasured = not chosen and any(
+        fit.extra.get("source") == SHARED_MODEL for fit in (fits or {}).values())
     fits = {**(fits or {}), **user}
     prices = price_catalog()
     prices = prices[prices.scenario == fleet.price_scenario]
@@ -143,6 +154,10 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
     for spec in fleet.replicas:
         label = _label(spec)
         fit = None if spec.step_time else fits.get(label)
+        predicted = False
+        if fit is None and not spec.step_time and predict_unmeasured:
+            fit = _predicted_calibration(spec, build_dir, reference)
+            predicted = fit is not None
         try:
             if fit is not None:
                 config = replace(fit.replica.config, **spec.scheduler)
@@ -161,7 +176,8 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
         if fit is not None:
             step: StepTimeModel = fit.coefficients.step_model(fit.replica)
             ttft_offset_s = fit.coefficients.ttft_offset_s
-            source = CALIBRATION_FILE if label in user else CALIBRATED
+            source = (PREDICTED if predicted
+                      else CALIBRATION_FILE if label in user else CALIBRATED)
         elif spec.step_time:
             coefficients = {"c0_s": 0.0, **spec.step_time}
             step = LinearStepTimeModel(**coefficients, floor=floor)
@@ -179,6 +195,19 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
             max_outstanding=spec.max_outstanding, step_time_source=source,
             ttft_offset_s=ttft_offset_s))
     return out
+
+
+def _predicted_calibration(spec: FleetReplicaSpec, build_dir: str | Path | None,
+                           reference: str | Path | None) -> Calibration | None:
+    """The shared model's calibration of an unmeasured configuration, or None where it has
+    no fit for the GPU type (then the roofline floor alone, as before)."""
+    from hgresearch.sim.step_model import calibration_for
+
+    try:
+        return calibration_for(spec.model, spec.gpu_name, spec.num_gpus, build_dir=build_dir,
+                               reference=reference)
+    except InputError:
+        return None
 
 
 def _label(spec: FleetReplicaSpec) -> str:

@@ -21,13 +21,17 @@ Interface note (shared by the model and the planner): the planner uses only
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 #: Metrics with intervals: request throughput, mean TPOT, p90 TTFT (columns of the validation
-#: tables, relative residual = predicted / measured - 1).
+#: tables, relative residual = predicted / measured - 1); :func:`reference_intervals` also has
+#: p50 and p99 TTFT.
 METRICS = ("throughput_rps", "mean_tpot_ms", "p90_ttft_ms")
 
 
@@ -81,17 +85,82 @@ class PredictionIntervals:
         return max(1.0, 1.0 / max(1.0 + float(values[rank]), 1e-9))
 
 
-def reference_intervals() -> PredictionIntervals:
-    """Intervals of the reference (paper) calibration.
+#: Interval metric -> validation (runs-table) metric it is measured on.
+VALIDATION_METRIC = {"throughput_rps": "request_throughput_rps", "mean_tpot_ms": "mean_tpot_ms",
+                     "p50_ttft_ms": "p50_ttft_ms", "p90_ttft_ms": "p90_ttft_ms",
+                     "p99_ttft_ms": "p99_ttft_ms"}
+#: Nominal confidences whose coverage the validation reports.
+COVERAGE_CONFIDENCES = (0.8, 0.9)
 
-    PROVISIONAL: residual spreads standing in until the cross-configuration validation lands
-    (issue 18 item 3 replaces this with the leave-one-configuration-out residuals of the
-    reference runs, computed and cached). Shape of the stand-in: TPOT under-predicted by up to
-    ~25%, as the current leave-one-QPS-out table shows.
-    """
-    tpot = np.linspace(-0.25, 0.25, 41)
+
+def intervals_from_points(points: pd.DataFrame, *, scheme: str = "LOCO",
+                          leave_out: str | None = None) -> PredictionIntervals:
+    """:class:`PredictionIntervals` from the held-out rows of a validation
+    (:func:`hgresearch.sim.validation.cross_validate`'s ``points``) of ``scheme``: per metric
+    the relative residuals ``predicted / measured − 1`` of the rows not ``excluded``, without
+    configuration ``leave_out`` (cross-fitting: the intervals a configuration is judged by never
+    saw its own residuals)."""
+    rows = points[points.scheme == scheme]
+    if "excluded" in rows.columns:
+        rows = rows[~rows.excluded.astype(bool)]
+    if leave_out is not None:
+        rows = rows[rows.configuration != leave_out]
+    residuals = {name: (rows.predicted[rows.metric == metric]
+                        / rows.measured[rows.metric == metric] - 1.0).tolist()
+                 for name, metric in VALIDATION_METRIC.items()}
+    configurations = rows.configuration.nunique()
     return PredictionIntervals(
-        residuals={"throughput_rps": np.linspace(-0.1, 0.1, 41).tolist(),
-                   "mean_tpot_ms": tpot.tolist(),
-                   "p90_ttft_ms": np.linspace(-0.6, 0.6, 41).tolist()},
-        source="provisional stand-in (not yet measured)")
+        residuals=residuals,
+        source=(f"{scheme} residuals of {configurations} configurations, "
+                f"{len(residuals['mean_tpot_ms'])} points"))
+
+
+def coverage_table(points: pd.DataFrame, *, scheme: str = "LOCO",
+                   confidences: Sequence[float] = COVERAGE_CONFIDENCES) -> pd.DataFrame:
+    """Empirical coverage of nominal ``confidences`` intervals on held-out points, measured
+    honestly: each configuration's points are judged by intervals built from the *other*
+    configurations' ``scheme`` residuals (:func:`intervals_from_points` with ``leave_out``).
+    One row per metric × nominal level: ``coverage_pct``, ``points``, the median relative width
+    of the interval (``median_width_pct``: (high − low) / prediction) and how many measured
+    points fall below / above it."""
+    rows = points[(points.scheme == scheme)]
+    if "excluded" in rows.columns:
+        rows = rows[~rows.excluded.astype(bool)]
+    out = []
+    for name, metric in VALIDATION_METRIC.items():
+        for confidence in confidences:
+            covered = below = above = 0
+            widths = []
+            for label, own in rows[rows.metric == metric].groupby("configuration"):
+                intervals = intervals_from_points(points, scheme=scheme, leave_out=str(label))
+                for predicted, measured in zip(own.predicted, own.measured, strict=True):
+                    low, high = intervals.interval(name, float(predicted), confidence)
+                    widths.append((high - low) / float(predicted))
+                    if measured < low:
+                        below += 1
+                    elif measured > high:
+                        above += 1
+                    else:
+                        covered += 1
+            total = covered + below + above
+            out.append({"scheme": scheme, "metric": name, "nominal_pct": 100 * confidence,
+                        "coverage_pct": 100 * covered / total if total else math.nan,
+                        "points": total, "below": below, "above": above,
+                        "median_width_pct": 100 * float(np.median(widths)) if widths
+                        else math.nan})
+    return pd.DataFrame(out)
+
+
+def reference_intervals(build_dir: str | Path | None = "build",
+                        reference: str | Path | None = None) -> PredictionIntervals:
+    """Intervals of the reference (paper) calibration: the leave-one-configuration-out
+    residuals of the shared step-time model on the reference runs
+    (:func:`hgresearch.sim.validation.cached_cross_validation`, cached under
+    ``<build_dir>/cache/models`` by the runs and the simulator's code; the first call runs the
+    whole cross-validation, minutes). Their coverage on held-out configurations is the
+    ``sim_interval_coverage`` table."""
+    from hgresearch.sim.run import calibration_runs
+    from hgresearch.sim.validation import cached_cross_validation
+
+    validation = cached_cross_validation(calibration_runs(reference), build_dir)
+    return intervals_from_points(validation.points, scheme="LOCO")

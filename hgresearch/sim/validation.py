@@ -1,30 +1,57 @@
-"""Validation: leave-one-QPS-out for every configuration, and the fits on all points.
+"""Validation of the simulator: the shared step-time model (:mod:`hgresearch.sim.step_model`)
+predicting points it was not fitted on, three ways side by side.
 
-For each configuration (the runs table's :data:`~hgresearch.identity.CONFIG_KEYS`;
-repeated runs of a rate averaged into one point), each offered rate in turn is held out: the
-coefficients are fitted on the other rates only (:func:`hgresearch.sim.calibrate.calibrate`,
-whose start is computed from those rates too), then the held-out rate is simulated and compared
-with its measurement. The held-out row never reaches the fit (a test checks it).
+* **LOCO** (leave one configuration out): each GPU configuration in turn is removed whole from
+  its GPU type's fit (every rate), then predicted — how an unmeasured configuration is
+  predicted (:func:`hgresearch.sim.step_model.calibration_for`).
+* **LOQO** (leave one rate out): each offered rate is removed from *every* configuration of
+  the GPU type at once, then predicted — stricter than removing one point at a time, as no
+  configuration keeps a neighbour at that rate.
+* **in-sample**: the fit on all points predicting its own points; beside the held-out errors
+  it tells misfit (in-sample already large) from poor generalisation (only held-out large).
+
+Every fold's fit starts from the same :data:`~hgresearch.sim.step_model.INITIAL` as the full
+fit (not from the full fit's optimum, which has seen the held-out points). Configurations of a
+GPU type without datasheet numbers (the CPU runs) keep the per-configuration calibration
+(:func:`hgresearch.sim.calibrate.calibrate`): in-sample and one-point-at-a-time LOQO only —
+there is no other configuration to predict them from. (point, metric) pairs that
+:mod:`hgresearch.sim.anomalies` keeps out of the fit are flagged ``excluded`` and left out of
+every error average and interval.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hgresearch.cache import source_digest
 from hgresearch.data.ingest import select_repeats
+from hgresearch.errors import InputError
 from hgresearch.executors import Executor
 from hgresearch.identity import CONFIG_KEYS, config_label
+from hgresearch.sim.anomalies import anomalies, excluded_metrics
 from hgresearch.sim.calibrate import (
     Calibration,
     calibrate,
     replica_for_runs,
     simulate_summary,
 )
+from hgresearch.sim.intervals import PredictionIntervals
 from hgresearch.sim.replay import Workload, run_workload
+from hgresearch.sim.step_model import (
+    FIT_TARGETS,
+    PARAMETERS,
+    ConfigData,
+    GpuFit,
+    calibration_from_fit,
+    config_physics,
+    fit_gpu,
+)
 
 #: Metrics the validation reports (runs-table names), and the goal on each (MAPE, %).
 VALIDATION_METRICS = ("request_throughput_rps", "output_throughput_tok_per_s", "mean_tpot_ms",
@@ -36,13 +63,20 @@ MAPE_COLUMNS = {"request_throughput_rps": "request_throughput_mape_pct",
                 "output_throughput_tok_per_s": "output_throughput_mape_pct",
                 "mean_tpot_ms": "mean_tpot_mape_pct", "p50_ttft_ms": "p50_ttft_mape_pct",
                 "p90_ttft_ms": "p90_ttft_mape_pct", "p99_ttft_ms": "p99_ttft_mape_pct"}
+#: The issue's goals (MAPE, %) per validation scheme.
+SCHEME_GOALS_PCT = {
+    "LOCO": {"request_throughput_rps": 10.0, "mean_tpot_ms": 15.0, "p90_ttft_ms": 35.0},
+    "LOQO": {"request_throughput_rps": 5.0, "mean_tpot_ms": 10.0, "p90_ttft_ms": 25.0},
+}
+#: Validation schemes, in the order the tables show them.
+SCHEMES = ("LOCO", "LOQO", "in-sample")
 #: The p90 TTFT goal applies where the measured TTFT exceeds this (ms).
 TTFT_GOAL_ABOVE_MS = 50.0
 
 
 #: Modules whose source decides the calibration, validation and SLO results (the cache key).
 _RESULT_MODULES = ("calibrate", "replica_limits", "entities", "events", "scheduler", "simulator",
-                   "slo_rate", "step_time", "validation", "replay")
+                   "slo_rate", "step_time", "validation", "replay", "step_model", "anomalies")
 
 
 def code_digest() -> str:
@@ -70,11 +104,233 @@ def _workloads(points: pd.DataFrame) -> list[Workload]:
 
 
 def calibrate_configuration(points: pd.DataFrame) -> Calibration:
-    """Calibrate one configuration on all its points."""
+    """Calibrate one configuration on all its points, alone (the per-configuration model:
+    configurations without datasheet numbers, and the comparison in docs/simulator.md)."""
     return calibrate(replica_for_runs(points), points, _workloads(points))
 
 
+def has_physics(gpu_name: str, gpu_count: int, model: str) -> bool:
+    """Whether the catalogs give the shared model what it needs for this configuration."""
+    try:
+        config_physics(model, gpu_name, gpu_count)
+    except (InputError, KeyError, IndexError, ValueError):
+        return False
+    return True
+
+
+def configuration_data(label: str, points: pd.DataFrame) -> ConfigData:
+    """:class:`~hgresearch.sim.step_model.ConfigData` of one configuration's points; the fit
+    mask leaves out what :func:`hgresearch.sim.anomalies.excluded_metrics` excludes."""
+    first = points.iloc[0]
+    excluded = excluded_metrics(points)
+    mask = np.array([[metric not in excluded.get(float(rate), set()) for metric in FIT_TARGETS]
+                     for rate in points.request_rate_qps], dtype=bool)
+    return ConfigData(label=label, points=points.reset_index(drop=True),
+                      replica=replica_for_runs(points), workloads=tuple(_workloads(points)),
+                      physics=config_physics(str(first.model), str(first.gpu_name),
+                                             int(first.gpu_count)),
+                      mask=mask)
+
+
+def _split(runs: pd.DataFrame) -> tuple[dict[str, list[ConfigData]],
+                                         list[tuple[str, pd.DataFrame]]]:
+    """Configurations by GPU type for the shared model, and the rest (no datasheet numbers)."""
+    shared: dict[str, list[ConfigData]] = {}
+    alone = []
+    for label, points in configuration_points(runs):
+        first = points.iloc[0]
+        if has_physics(str(first.gpu_name), int(first.gpu_count), str(first.model)):
+            shared.setdefault(str(first.gpu_name), []).append(configuration_data(label, points))
+        else:
+            alone.append((label, points))
+    return shared, alone
+
+
+def _prediction_rows(scheme: str, data: ConfigData, rows: list[int],
+                     fit: GpuFit) -> list[dict[str, Any]]:
+    calibration = calibration_from_fit(fit, data.replica)
+    excluded = excluded_metrics(data.points)
+    out = []
+    for i in rows:
+        measured = data.points.iloc[i]
+        predicted = simulate_summary(data.replica, calibration.coefficients, data.workloads[i])
+        for metric in VALIDATION_METRICS:
+            out.append(_row(scheme, data.label, measured, metric, predicted[metric],
+                            data.workloads[i].lengths_source,
+                            metric in excluded.get(float(measured.request_rate_qps), set())))
+    return out
+
+
+def _row(scheme: str, label: str, measured: pd.Series, metric: str, predicted: float,
+         lengths_source: str, excluded: bool) -> dict[str, Any]:
+    return {"scheme": scheme, "configuration": label, "gpu_name": str(measured.gpu_name),
+            "gpu_count": int(measured.gpu_count),
+            "held_out_qps": float(measured.request_rate_qps), "metric": metric,
+            "measured": float(measured[metric]), "predicted": float(predicted),
+            "error_pct": 100.0 * (float(predicted) / float(measured[metric]) - 1.0),
+            "lengths_source": lengths_source, "excluded": bool(excluded)}
+
+
+#: One fold: (scheme, fold name, training data, [(held-out configuration, its held-out rows)]).
+Fold = tuple[str, str, list[ConfigData], list[tuple[ConfigData, list[int]]]]
+
+
+def _run_fold(fold: Fold) -> tuple[str, str, GpuFit, list[dict[str, Any]]]:
+    scheme, name, training, held = fold
+    fit = fit_gpu(training, uncertainty=scheme == "in-sample")
+    rows = [row for data, indices in held for row in _prediction_rows(scheme, data, indices, fit)]
+    return scheme, name, fit, rows
+
+
+def _folds(gpu: str, configs: list[ConfigData]) -> list[Fold]:
+    """In-sample, LOCO and LOQO folds of one GPU type (see the module docstring)."""
+    every = [(d, list(range(len(d.points)))) for d in configs]
+    folds: list[Fold] = [("in-sample", gpu, configs, every)]
+    if len(configs) > 1:
+        for d in configs:
+            folds.append(("LOCO", d.label, [c for c in configs if c is not d],
+                          [(d, list(range(len(d.points))))]))
+    rates = sorted({float(r) for d in configs for r in d.points.request_rate_qps})
+    for rate in rates if len(rates) > 2 else []:
+        training = []
+        held = []
+        for d in configs:
+            keep = [i for i, r in enumerate(d.points.request_rate_qps) if float(r) != rate]
+            out = [i for i, r in enumerate(d.points.request_rate_qps) if float(r) == rate]
+            if keep:
+                training.append(_subset(d, keep))
+            if out:
+                held.append((d, out))
+        folds.append(("LOQO", f"{gpu} at {rate:g} req/s", training, held))
+    return folds
+
+
+def _subset(data: ConfigData, rows: list[int]) -> ConfigData:
+    return ConfigData(label=data.label, points=data.points.iloc[rows].reset_index(drop=True),
+                      replica=data.replica, workloads=tuple(data.workloads[i] for i in rows),
+                      physics=data.physics, mask=data.mask[rows])
+
+
+@dataclass
+class CrossValidation:
+    """Result of :func:`cross_validate`: the per-point rows of every scheme (``scheme``,
+    ``configuration``, ``held_out_qps``, ``metric``, ``measured``, ``predicted``,
+    ``error_pct``, ``excluded``), the shared fits on all points by GPU type, every fold's fit
+    (``(scheme, fold) -> GpuFit``), the per-configuration calibrations of configurations
+    outside the shared model, and the excluded points (:func:`excluded_table`)."""
+
+    points: pd.DataFrame
+    fits: dict[str, GpuFit]
+    fold_fits: dict[tuple[str, str], GpuFit]
+    alone: dict[str, Calibration]
+    excluded: pd.DataFrame
+
+
+def cross_validate(runs: pd.DataFrame, *, n_jobs: int = 1, executor: Executor | None = None,
+                   schemes: tuple[str, ...] = SCHEMES) -> CrossValidation:
+    """Fit the shared model on all points and in every LOCO and LOQO fold; predict the
+    held-out points (see the module docstring). ``executor`` (default ``n_jobs`` processes)
+    runs the folds; the result does not depend on which runs them. ``schemes`` limits the
+    folds (``fits`` then holds only the in-sample fits that ran)."""
+    unknown = set(schemes) - set(SCHEMES)
+    if unknown:
+        raise InputError(f"unknown validation scheme(s) {sorted(unknown)}; known: {SCHEMES}",
+                         field="schemes")
+    shared, alone = _split(runs)
+    folds = [fold for gpu, configs in sorted(shared.items()) for fold in _folds(gpu, configs)
+             if fold[0] in schemes]
+    jobs = executor or Executor.for_jobs(n_jobs)
+    results = jobs.map(_run_fold, folds)
+    rows = [row for *_, part in results for row in part]
+    fits = {name: fit for scheme, name, fit, _ in results if scheme == "in-sample"}
+    fold_fits = {(scheme, name): fit for scheme, name, fit, _ in results}
+    alone_fits = {}
+    for label, points in alone if "in-sample" in schemes or "LOQO" in schemes else []:
+        alone_fits[label] = calibrate_configuration(points)
+        fit = alone_fits[label]
+        excluded = excluded_metrics(points)
+        workloads = _workloads(points)
+        for i, (_, measured) in enumerate(points.iterrows() if "in-sample" in schemes else []):
+            predicted = simulate_summary(fit.replica, fit.coefficients, workloads[i])
+            for metric in VALIDATION_METRICS:
+                rows.append(_row("in-sample", label, measured, metric, predicted[metric],
+                                 workloads[i].lengths_source,
+                                 metric in excluded.get(float(measured.request_rate_qps), set())))
+        if len(points) >= 3 and "LOQO" in schemes:
+            for row in _validate_one((label, points)):
+                rows.append({"scheme": "LOQO", **row, "excluded": row["metric"] in excluded.get(
+                    row["held_out_qps"], set())})
+    return CrossValidation(points=pd.DataFrame(rows), fits=fits, fold_fits=fold_fits,
+                           alone=alone_fits, excluded=excluded_table(runs))
+
+
+def cached_cross_validation(runs: pd.DataFrame, build_dir: str | Path | None, *,
+                            n_jobs: int = 2, executor: Executor | None = None
+                            ) -> CrossValidation:
+    """:func:`cross_validate`, cached under ``<build_dir>/cache/models`` by the runs and the
+    simulator's code (:func:`code_digest`); shared by notebook 07, ``hgresearch reproduce``
+    and :func:`hgresearch.sim.intervals.reference_intervals`."""
+    from hgresearch.cache import cached
+
+    return cached(build_dir, "sim_cross_validation", runs, {"sim_code": code_digest()},
+                  lambda: cross_validate(runs, n_jobs=n_jobs, executor=executor))
+
+
+#: SLO limits (ms) and TTFT percentiles at which a prediction is checked against every
+#: measured point (:func:`slo_contradictions`); the SLO-capacity table's grid.
+CONTRADICTION_LIMITS_MS = (50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
+CONTRADICTION_METRICS = ("p90_ttft_ms", "p99_ttft_ms")
+
+
+def slo_contradictions(points: pd.DataFrame, intervals: PredictionIntervals, *,
+                       scheme: str = "in-sample", confidence: float = 0.9,
+                       excluded: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Where a prediction contradicts a measurement: a measured point met an SLO (its TTFT
+    percentile within a limit of :data:`CONTRADICTION_LIMITS_MS`) while the ``confidence``
+    interval of the prediction lies wholly above the limit, or missed it while the interval
+    lies wholly below. One row per (point, metric, limit) with the measured value, the
+    prediction, its interval and ``reason``: why the model is allowed to disagree (the point's
+    TTFT is kept out of the fit: the ``excluded`` table's reason), empty when nothing
+    explains it."""
+    rows = points[(points.scheme == scheme) & points.metric.isin(CONTRADICTION_METRICS)]
+    reasons: dict[tuple[str, float], str] = {}
+    if excluded is not None:
+        reasons = {(str(r.configuration), float(r.request_rate_qps)): str(r.reason)
+                   for r in excluded.itertuples()}
+    out = []
+    for row in rows.itertuples():
+        low, high = intervals.interval(str(row.metric), float(row.predicted), confidence)
+        for limit in CONTRADICTION_LIMITS_MS:
+            met = float(row.measured) <= limit
+            if (met and low > limit) or (not met and high <= limit):
+                reason = reasons.get((str(row.configuration), float(row.held_out_qps)), "")
+                out.append({"configuration": row.configuration,
+                            "request_rate_qps": float(row.held_out_qps), "metric": row.metric,
+                            "limit_ms": limit, "measured_met": met,
+                            "measured_ms": float(row.measured),
+                            "predicted_ms": float(row.predicted), "low_ms": low,
+                            "high_ms": high,
+                            "reason": f"TTFT kept out of the fit: {reason}" if reason else ""})
+    columns = ["configuration", "request_rate_qps", "metric", "limit_ms", "measured_met",
+               "measured_ms", "predicted_ms", "low_ms", "high_ms", "reason"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def excluded_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every measured point whose metrics are kept out of the fit, with the reason
+    (:func:`hgresearch.sim.anomalies.anomalies`)."""
+    parts = []
+    for label, points in configuration_points(runs):
+        table = anomalies(points)
+        if len(table):
+            parts.append(table.assign(configuration=label))
+    columns = ["configuration", "request_rate_qps", "metrics", "reason"]
+    return (pd.concat(parts, ignore_index=True)[columns] if parts
+            else pd.DataFrame(columns=columns))
+
+
 def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """One-point-at-a-time LOQO of the per-configuration calibration (no scheme column)."""
     label, points = item
     replica = replica_for_runs(points)
     workloads = _workloads(points)
@@ -98,28 +354,23 @@ def _validate_one(item: tuple[str, pd.DataFrame]) -> list[dict[str, Any]]:
 
 def simulated_leave_one_qps_out(runs: pd.DataFrame, *, n_jobs: int = 1,
                                 executor: Executor | None = None) -> pd.DataFrame:
-    """Per held-out point and metric: measured, predicted and the signed error (%).
-
-    Configurations with fewer than three rates are skipped (a fit needs two). ``executor``
-    (default: ``n_jobs`` > 1 processes, see :meth:`Executor.for_jobs`) runs the
-    configurations (results identical whichever runs them)."""
-    items = [(label, pts) for label, pts in configuration_points(runs) if len(pts) >= 3]
-    parts = (executor or Executor.for_jobs(n_jobs)).map(_validate_one, items)
-    return pd.DataFrame([row for part in parts for row in part])
+    """The LOQO rows of :func:`cross_validate` (per held-out point and metric: measured,
+    predicted, signed error %, ``excluded``), for ``hgresearch sim validate``."""
+    points = cross_validate(runs, n_jobs=n_jobs, executor=executor, schemes=("LOQO",)).points
+    if points.empty:
+        return points
+    return points[points.scheme == "LOQO"].drop(columns="scheme").reset_index(drop=True)
 
 
 def simulated_validation_table(points: pd.DataFrame, spread_summary: pd.DataFrame | None = None
                                ) -> pd.DataFrame:
     """Per configuration: MAPE (%) of each metric over its held-out rates (p90 TTFT only where
-    measured above :data:`TTFT_GOAL_ABOVE_MS`), then an ``all configurations`` row (mean over
-    every held-out point), a ``worst configuration`` row and, when ``spread_summary``
-    (:func:`hgresearch.fits.uncertainty.run_to_run_spread`'s summary) is given, the
-    ``run-to-run spread`` row: the median relative std (%) of repeated measured points, the
-    noise floor no prediction can beat."""
-    data = points.copy()
-    data["abs_error_pct"] = data.error_pct.abs()
-    low_ttft = (data.metric == "p90_ttft_ms") & (data.measured <= TTFT_GOAL_ABOVE_MS)
-    data = data[~low_ttft]
+    measured above :data:`TTFT_GOAL_ABOVE_MS`; points flagged ``excluded`` left out), then an
+    ``all configurations`` row (mean over every held-out point), a ``worst configuration`` row
+    and, when ``spread_summary`` (:func:`hgresearch.fits.uncertainty.run_to_run_spread`'s
+    summary) is given, the ``run-to-run spread`` row: the median relative std (%) of repeated
+    measured points, the noise floor no prediction can beat."""
+    data = _scored(points)
     table = data.pivot_table(index="configuration", columns="metric", values="abs_error_pct",
                              aggfunc="mean").reindex(columns=list(VALIDATION_METRICS))
     table = table.reset_index()
@@ -137,9 +388,75 @@ def simulated_validation_table(points: pd.DataFrame, spread_summary: pd.DataFram
     return out.rename(columns=MAPE_COLUMNS)
 
 
+def _scored(points: pd.DataFrame, *, with_excluded: bool = False) -> pd.DataFrame:
+    """The rows an error average counts: not excluded (unless ``with_excluded``), p90 TTFT
+    above the floor."""
+    data = points.copy()
+    data["abs_error_pct"] = data.error_pct.abs()
+    low_ttft = (data.metric == "p90_ttft_ms") & (data.measured <= TTFT_GOAL_ABOVE_MS)
+    keep = ~low_ttft
+    if "excluded" in data.columns and not with_excluded:
+        keep &= ~data.excluded.astype(bool)
+    return data[keep]
+
+
+#: Metrics of the side-by-side table and the goals summary.
+HEADLINE_METRICS = ("request_throughput_rps", "mean_tpot_ms", "p90_ttft_ms")
+_SHORT = {"request_throughput_rps": "throughput", "mean_tpot_ms": "mean_tpot",
+          "p90_ttft_ms": "p90_ttft", "p50_ttft_ms": "p50_ttft", "p99_ttft_ms": "p99_ttft",
+          "output_throughput_tok_per_s": "output_throughput"}
+
+
+def schemes_table(points: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, LOCO, LOQO and in-sample MAPE (%) of :data:`HEADLINE_METRICS` side by
+    side (columns ``<scheme>_<metric>_mape_pct``), then the ``all configurations`` row (mean
+    over points) and the ``worst configuration`` row; a configuration a scheme cannot
+    validate has an empty cell (the CPU: no other CPU configuration for LOCO)."""
+    data = _scored(points[points.metric.isin(HEADLINE_METRICS)])
+    data = data.assign(column=data.scheme.str.replace("-", "_").str.lower() + "_"
+                       + data.metric.map(_SHORT) + "_mape_pct")
+    columns = [f"{s.replace('-', '_').lower()}_{_SHORT[m]}_mape_pct"
+               for s in SCHEMES for m in HEADLINE_METRICS]
+    table = data.pivot_table(index="configuration", columns="column", values="abs_error_pct",
+                             aggfunc="mean").reindex(columns=columns).reset_index()
+    overall = data.groupby("column").abs_error_pct.mean().reindex(columns)
+    return pd.concat([table,
+                      pd.DataFrame([{"configuration": "all configurations", **overall}]),
+                      pd.DataFrame([{"configuration": "worst configuration",
+                                     **table[columns].max().to_dict()}])], ignore_index=True)
+
+
+def goals_table(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per scheme × headline metric: the MAPE (%) over the scheme's points (GPU
+    configurations only for LOCO), its goal (:data:`SCHEME_GOALS_PCT`, empty for in-sample),
+    whether it is met, the number of points, the worst configuration with its MAPE, and the
+    MAPE with the excluded points counted too (``mape_with_excluded_pct``)."""
+    data = _scored(points[points.metric.isin(HEADLINE_METRICS)])
+    every = _scored(points[points.metric.isin(HEADLINE_METRICS)], with_excluded=True)
+    rows = []
+    for scheme in SCHEMES:
+        for metric in HEADLINE_METRICS:
+            sel = data[(data.scheme == scheme) & (data.metric == metric)]
+            if sel.empty:
+                continue
+            per_config = sel.groupby("configuration").abs_error_pct.mean()
+            goal = SCHEME_GOALS_PCT.get(scheme, {}).get(metric, math.nan)
+            mape = float(sel.abs_error_pct.mean())
+            rows.append({"scheme": scheme, "metric": metric, "mape_pct": mape,
+                         "goal_pct": goal,
+                         "met": "" if math.isnan(goal) else ("yes" if mape <= goal else "no"),
+                         "points": len(sel), "worst_configuration": str(per_config.idxmax()),
+                         "worst_mape_pct": float(per_config.max()),
+                         "mape_with_excluded_pct": float(every[
+                             (every.scheme == scheme) & (every.metric == metric)
+                         ].abs_error_pct.mean())})
+    return pd.DataFrame(rows)
+
+
 def goal_misses(table: pd.DataFrame) -> dict[str, float]:
     """The validation's numbers against the goals: throughput MAPE over all points and in the
-    worst configuration, mean TPOT and p90 TTFT MAPE over all points (%)."""
+    worst configuration, mean TPOT and p90 TTFT MAPE over all points (%), from a
+    :func:`simulated_validation_table`."""
     by = table.set_index("configuration")
     return {"throughput_mape_pct": float(by.loc["all configurations",
                                                 "request_throughput_mape_pct"]),
@@ -149,36 +466,95 @@ def goal_misses(table: pd.DataFrame) -> dict[str, float]:
             "p90_ttft_mape_pct": float(by.loc["all configurations", "p90_ttft_mape_pct"])}
 
 
+def calibrations_from(validation: CrossValidation, runs: pd.DataFrame) -> dict[str, Calibration]:
+    """``label -> Calibration`` of every configuration of ``runs``: from the shared model's fit
+    on all points of its GPU type, else its own per-configuration calibration."""
+    out: dict[str, Calibration] = {}
+    for label, points in configuration_points(runs):
+        if label in validation.alone:
+            out[label] = validation.alone[label]
+            continue
+        gpu = str(points.iloc[0].gpu_name)
+        out[label] = calibration_from_fit(validation.fits[gpu], replica_for_runs(points),
+                                          rates_qps=points.request_rate_qps.tolist())
+    return out
+
+
+def shared_model_fits(runs: pd.DataFrame, *, n_jobs: int = 1,
+                      executor: Executor | None = None) -> tuple[dict[str, GpuFit],
+                                                                 dict[str, Calibration]]:
+    """The shared model fitted on all points of each GPU type, and the per-configuration
+    calibrations of the configurations it does not cover (no datasheet numbers)."""
+    shared, alone = _split(runs)
+    jobs = executor or Executor.for_jobs(n_jobs)
+    fits = jobs.map(fit_gpu, [configs for _, configs in sorted(shared.items())])
+    alone_fits = jobs.map(calibrate_configuration, [points for _, points in alone])
+    return ({gpu: fit for gpu, fit in zip(sorted(shared), fits, strict=True)},
+            {label: fit for (label, _), fit in zip(alone, alone_fits, strict=True)})
+
+
+def reference_shared_fits(build_dir: str | Path | None = "build",
+                          reference: str | Path | None = None) -> dict[str, GpuFit]:
+    """The shared model fitted on the reference runs (and ``data/raw/cpu-tiny``), by GPU type,
+    cached under ``<build_dir>/cache/models``: what
+    :func:`hgresearch.sim.step_model.calibration_for` predicts unmeasured configurations
+    from."""
+    from hgresearch.cache import cached
+    from hgresearch.sim.run import calibration_runs
+
+    runs = calibration_runs(reference)
+    return cached(build_dir, "sim_shared_fits", runs, {"sim_code": code_digest()},
+                  lambda: shared_model_fits(runs, n_jobs=2)[0])
+
+
 def calibrate_all(runs: pd.DataFrame, *, n_jobs: int = 1,
                   executor: Executor | None = None) -> dict[str, Calibration]:
-    """Calibrations on all points of every configuration, by label (a progress bar on a
-    terminal: the first, uncached call takes minutes); ``executor`` as in
-    :func:`simulated_leave_one_qps_out`."""
-    from tqdm import tqdm
-
-    items = configuration_points(runs)
-    bar = tqdm(total=len(items), desc="calibrating the simulator", unit="configuration",
-               disable=None)
-    with bar:
-        fits = (executor or Executor.for_jobs(n_jobs)).map(
-            calibrate_configuration, [pts for _, pts in items], on_result=lambda _: bar.update())
-    return {label: fit for (label, _), fit in zip(items, fits, strict=True)}
+    """A calibration of every configuration of ``runs``, by label: derived from the shared
+    model fitted on all points of its GPU type (:mod:`hgresearch.sim.step_model`), or — for a
+    configuration without datasheet numbers — fitted on its own points; ``executor`` as in
+    :func:`cross_validate`."""
+    fits, alone = shared_model_fits(runs, n_jobs=n_jobs, executor=executor)
+    out: dict[str, Calibration] = {}
+    for label, points in configuration_points(runs):
+        if label in alone:
+            out[label] = alone[label]
+        else:
+            out[label] = calibration_from_fit(fits[str(points.iloc[0].gpu_name)],
+                                              replica_for_runs(points),
+                                              rates_qps=points.request_rate_qps.tolist())
+    return out
 
 
 def coefficient_table(fits: dict[str, Calibration]) -> pd.DataFrame:
-    """One row per configuration: the fitted coefficients, their relative standard errors (%),
-    the offset and the fit's RMS log-error."""
+    """One row per configuration: the step coefficients its calibration uses (derived from the
+    shared model, or fitted alone: ``source``), the KV read cost, the offset, and the relative
+    standard errors of c0 and c_prefill's parameters (%)."""
     rows = []
     for label, fit in fits.items():
         c = fit.coefficients
-        rows.append({"configuration": label, "kv_blocks": fit.replica.config.num_kv_blocks,
+        model = c.step_model(fit.replica)
+        rows.append({"configuration": label, "source": fit.extra.get("source", "alone"),
+                     "kv_blocks": fit.replica.config.num_kv_blocks,
+                     "max_num_seqs": fit.replica.config.max_num_seqs,
+                     "max_num_batched_tokens": fit.replica.config.max_num_batched_tokens,
                      "c0_ms": c.c0_s * 1e3, "c0_rel_se_pct": 100 * fit.rel_se[0],
                      "c_prefill_us_per_tok": c.c_prefill_s_per_token * 1e6,
                      "c_prefill_rel_se_pct": 100 * fit.rel_se[1],
                      "c_decode_us_per_seq": c.c_decode_s_per_seq * 1e6,
-                     "c_decode_rel_se_pct": 100 * fit.rel_se[2],
+                     "c_kv_ns_per_tok": model.c_kv_s_per_token * 1e9,
                      "ttft_offset_ms": c.ttft_offset_s * 1e3,
                      "rms_log_error": fit.rms_log_error})
     return pd.DataFrame(rows)
 
 
+def gpu_coefficient_table(fits: dict[str, GpuFit]) -> pd.DataFrame:
+    """One row per GPU type × shared parameter: value, relative standard error (%), status
+    (``free``, on a bound, or fixed) and what it was fitted on."""
+    rows = []
+    for gpu, fit in sorted(fits.items()):
+        for name in PARAMETERS:
+            rows.append({"gpu_name": gpu, "parameter": name, "value": fit.values[name],
+                         "rel_se_pct": 100 * fit.rel_se[name], "status": fit.status[name],
+                         "configurations": len(fit.configurations), "points": fit.num_points,
+                         "rms_log_error": fit.rms_log_error})
+    return pd.DataFrame(rows)
