@@ -140,6 +140,9 @@ class SimulatedReplicaRates:
         self.step_times = {k: dict(v) for k, v in (step_times or {}).items()}
         self.ttft_offsets_ms = {k: float(v) for k, v in (ttft_offsets_ms or {}).items()}
         self.fits: dict[str, Calibration] = dict(fits or {})
+        # Predictions of the shared step-time model for configurations without a calibration
+        # (derived from self.fits' model and the catalogs: not a setting of their own).
+        self._predicted: dict[str, Calibration | None] = {}
         self.steady = steady or SteadyStateSettings()
         self.step_time_factor = float(step_time_factor)
         self.batch_utilisation = batch_utilisation
@@ -161,12 +164,35 @@ class SimulatedReplicaRates:
             return dict(candidate.step_time)
         return self.step_times.get(candidate.label(model))
 
-    def ttft_offset_ms(self, model: str, candidate: Candidate) -> float:
-        """The calibration's request-path delay where the candidate runs its calibration, else
-        the offset given for its label, else 0."""
+    def fits_for(self, model: str, candidate: Candidate) -> Mapping[str, Calibration]:
+        """The calibrations the candidate's replica runs with: ``fits``, plus — for a
+        configuration none of them covers, when they come from the shared step-time model —
+        that model's prediction for it (:func:`hgresearch.sim.step_model.calibration_for`,
+        marked as a prediction for an unmeasured configuration) instead of the roofline floor
+        alone, which is optimistic by orders of magnitude."""
+        from hgresearch.sim.step_model import SHARED_MODEL, calibration_for
+
         label = candidate.label(model)
-        if self.step_time(model, candidate) is None and label in self.fits:
-            return float(self.fits[label].coefficients.ttft_offset_s) * 1e3
+        if (self.step_time(model, candidate) is not None or label in self.fits
+                or not any(fit.extra.get("source") == SHARED_MODEL
+                           for fit in self.fits.values())):
+            return self.fits
+        if label not in self._predicted:
+            try:
+                self._predicted[label] = calibration_for(model, candidate.gpu_name,
+                                                         candidate.num_gpus)
+            except InputError:  # no shared fit for this GPU type: the roofline floor
+                self._predicted[label] = None
+        predicted = self._predicted[label]
+        return self.fits if predicted is None else {**self.fits, label: predicted}
+
+    def ttft_offset_ms(self, model: str, candidate: Candidate) -> float:
+        """The calibration's request-path delay where the candidate runs its calibration (or
+        the shared model's prediction), else the offset given for its label, else 0."""
+        label = candidate.label(model)
+        fits = self.fits_for(model, candidate)
+        if self.step_time(model, candidate) is None and label in fits:
+            return float(fits[label].coefficients.ttft_offset_s) * 1e3
         return self.ttft_offsets_ms.get(label, 0.0)
 
     def replica(self, model: str, candidate: Candidate, step_time_factor: float = 1.0
@@ -178,7 +204,8 @@ class SimulatedReplicaRates:
 
         spec = fleet_spec(model, candidate, 1, self.step_time(model, candidate))
         try:
-            return slow_end_replicas(Fleet(replicas=[spec]), self.fits, step_time_factor)[0]
+            return slow_end_replicas(Fleet(replicas=[spec]), self.fits_for(model, candidate),
+                                     step_time_factor)[0]
         except InputError as err:
             if "no room for KV cache" in err.reason:
                 return None

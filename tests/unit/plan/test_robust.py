@@ -152,3 +152,38 @@ def test_absurd_baselines_are_flagged_with_their_reason() -> None:
     assert notes["plan"] == ""
     assert notes["RTX only"].startswith("absurd: 200 replicas (100x the plan's)")
     assert "one 2x RTX-4090 serves 0.5 req/s of chat/short" in notes["RTX only"]
+
+
+def test_an_unmeasured_configuration_runs_the_shared_models_prediction(monkeypatch) -> None:
+    """With shared-model calibrations, a candidate none of them covers runs that model's
+    prediction (``calibration_for``, stood in here by a known calibration: the real one needs
+    the reference cross-validation, minutes), not the roofline floor alone."""
+    from hgresearch.sim import step_model
+    from hgresearch.sim.calibrate import Calibration, StepCoefficients, replica_for
+
+    def calibration(gpu: str, count: int, c0_s: float, source: str) -> Calibration:
+        return Calibration(replica=replica_for(MODEL, gpu, count),
+                           coefficients=StepCoefficients(c0_s, 1e-5, 1e-4, 0.02),
+                           rel_se=(0.1, 0.1, 0.1), rates_qps=(1.0,), rms_log_error=0.1,
+                           num_simulations=0, extra={"source": source})
+
+    measured = Candidate("H100-PCIe", 1)
+    unmeasured = Candidate("RTX-4090", 8)
+    asked = []
+
+    def predicted(model: str, gpu_name: str, gpu_count: int) -> Calibration:
+        asked.append((model, gpu_name, gpu_count))
+        return calibration(gpu_name, gpu_count, 0.05, step_model.PREDICTED_UNMEASURED)
+
+    monkeypatch.setattr(step_model, "calibration_for", predicted)
+    fits = {measured.label(MODEL): calibration("H100-PCIe", 1, 0.01, step_model.SHARED_MODEL)}
+    provider = SimulatedReplicaRates(fits=fits, steady=QUICK)
+    replica = provider.replica(MODEL, unmeasured)
+    assert asked == [(MODEL, "RTX-4090", 8)]
+    assert replica is not None and replica.step_model.step_time_s(0, 1, 0) >= 0.05
+    assert provider.ttft_offset_ms(MODEL, unmeasured) == pytest.approx(20.0)
+    # Calibrations the caller chose that are not the shared model's: left as they are.
+    own = {measured.label(MODEL): calibration("H100-PCIe", 1, 0.01, "per configuration")}
+    roofline = SimulatedReplicaRates(fits=own, steady=QUICK).replica(MODEL, unmeasured)
+    assert roofline is not None and roofline.step_model.step_time_s(0, 1, 0) < 0.05
+    assert asked == [(MODEL, "RTX-4090", 8)]
