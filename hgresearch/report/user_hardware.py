@@ -218,14 +218,22 @@ def plan_with_your_hardware(calibration: CalibrationFile, *, demand_rps: float,
                             prices: str = "alternative", grid: str = "EU-27",
                             paper_step_times: str = "roofline", check_seeds: int = 2,
                             build_dir: str | Path | None = None,
-                            reference_dir: str | Path | None = None
+                            reference_dir: str | Path | None = None,
+                            step_time_factor: float = 1.0, headroom: float = 0.1,
+                            check_duration_s: float | None = None
                             ) -> tuple[CheckedPlan, pd.DataFrame, pd.DataFrame, list[str]]:
     """The cheapest fleet for ``demand_rps`` under ``slos`` (``--slo`` texts of ``hgresearch
     plan``) from the paper's configurations and yours (at most ``max_replicas`` of yours: the
     boxes you have), checked by simulation: the checked plan, the per-replica capacities, the
     baselines (single hardware) and notes. The paper's configurations run their calibration on
     the reference data (``paper_step_times = "calibrated"``: minutes on first use, and only
-    where your model is one the paper measured) or the roofline floor alone."""
+    where your model is one the paper measured) or the roofline floor alone.
+
+    As ``hgresearch plan`` does: every replica is sized at its steady-state rate with every
+    step ``step_time_factor`` times as long (the slow end of an interval), loaded to at most
+    ``1 - headroom`` of it, and the plan checked for ``check_duration_s`` of simulated traffic
+    (default: the planner's) at nominal and slow-end step times."""
+    from hgresearch.plan.check import CHECK_DURATION_S
     from hgresearch.plan.options import parse_slo
     from hgresearch.report.plan import comparison_table
 
@@ -252,7 +260,7 @@ def plan_with_your_hardware(calibration: CalibrationFile, *, demand_rps: float,
         fits = fleet_calibrations(build_dir, reference_dir)
     provider = SimulatedReplicaRates(fits={**fits, calibration.config_label:
                                            calibration.calibration()},
-                                     source="calibrated")
+                                     step_time_factor=step_time_factor, source="calibrated")
     covered = [c.hardware for c in candidates if c.label(problem.model) not in provider.fits]
     if covered:
         notes.append(f"{', '.join(covered)}: no calibration of {problem.model} on this hardware"
@@ -261,7 +269,9 @@ def plan_with_your_hardware(calibration: CalibrationFile, *, demand_rps: float,
     capacities = replica_rate_table(problem, provider, build_dir=build_dir)
     settings = replica_settings(problem, provider)
     checked = plan_and_check(problem, capacities, seeds=tuple(range(check_seeds)),
-                             duration_s=30.0, **settings)
+                             duration_s=(CHECK_DURATION_S if check_duration_s is None
+                                         else check_duration_s),
+                             headroom=headroom, **settings)
     compared = comparison_table(checked.plan, baselines(problem, capacities,
                                                         capacity_scale=checked.capacity_scale,
                                                         **settings))
@@ -275,10 +285,13 @@ def analyse_your_hardware(runs_path: str | Path, *, gpu_name: str, gpu_count: in
                           method: str = "summaries", output_dir: str | Path = "build",
                           paper_step_times: str = "roofline",
                           build_dir: str | Path | None = None,
-                          reference_dir: str | Path | None = None) -> YourHardware:
+                          reference_dir: str | Path | None = None,
+                          confidence: float = 0.9) -> YourHardware:
     """Everything notebook 10 shows for the runs under ``runs_path`` (see the module
     docstring); the calibration file is written to ``<output_dir>/<hardware>.calibration.yaml``
-    by the notebook (:func:`calibration_path`)."""
+    by the notebook (:func:`calibration_path`). The plan is sized at the slow end of the
+    ``confidence`` interval of your calibration's own leave-one-rate-out error
+    (:func:`slow_end_factor`)."""
     from hgresearch.identity import hardware_label
     from hgresearch.sim.user_calibration import calibrate_runs
 
@@ -293,7 +306,8 @@ def analyse_your_hardware(runs_path: str | Path, *, gpu_name: str, gpu_count: in
     steps = step_check_for(calibration.runs)
     slo = slo_capacity(calibration.file, slo_limits_ms, price_usd_per_gpu_h)
     checked, capacities, compared, notes = plan_with_your_hardware(
-        calibration.file, demand_rps=demand_rps, slos=plan_slos,
+        calibration.file, step_time_factor=slow_end_factor(calibration, confidence),
+        demand_rps=demand_rps, slos=plan_slos,
         price_usd_per_gpu_h=price_usd_per_gpu_h,
         tdp_w=tdp_w if tdp_w is not None else math.nan, max_replicas=max_replicas,
         paper_step_times=paper_step_times, build_dir=build_dir, reference_dir=reference_dir)
@@ -306,6 +320,22 @@ def analyse_your_hardware(runs_path: str | Path, *, gpu_name: str, gpu_count: in
                         plan_check=check_table(checked.checks[-1][0]),
                         plan_baselines=compared, capacities=capacities,
                         notes=[*calibration.notes, *notes])
+
+
+def slow_end_factor(calibration: UserCalibration, confidence: float = 0.9) -> float:
+    """How many times slower than predicted every step may be at ``confidence``: the
+    split-conformal slow end of the mean-TPOT residuals of the calibration's leave-one-rate-out
+    validation (:meth:`hgresearch.sim.intervals.PredictionIntervals.step_time_factor`); 1 when
+    the runs had too few rates to validate."""
+    from hgresearch.sim.intervals import PredictionIntervals
+
+    rows = calibration.validation
+    if rows.empty or "mean_tpot_ms" not in set(rows.metric):
+        return 1.0
+    tpot = rows[rows.metric == "mean_tpot_ms"].error_pct.to_numpy(dtype=float) / 100.0
+    intervals = PredictionIntervals(residuals={"mean_tpot_ms": tpot.tolist()},
+                                    source="leave-one-rate-out of " + calibration.file.label)
+    return intervals.step_time_factor(confidence)
 
 
 def check_output_dir(output_dir: str | Path) -> Path:

@@ -72,6 +72,8 @@ def test_notebook_runs_on_the_committed_cpu_sweep(tmp_path) -> None:
     headline = json.loads((out / "headline" / "10_your_hardware.json").read_text())
     assert headline["configuration"] == "tiny-llama-cpu on 1x CPU"
     assert headline["plan check"] == "passed"
+    # sized at the slow end of the calibration's own interval, with headroom
+    assert (fleet.load_vs_slow_end <= 0.9 + 1e-9).all() and (fleet.load_vs_nominal < 0.9).all()
     with pytest.raises(papermill.PapermillExecutionError, match="lies in paper/"):
         papermill.execute_notebook(
             str(NOTEBOOK), str(tmp_path / "refused.ipynb"), progress_bar=False,

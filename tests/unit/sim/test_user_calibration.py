@@ -135,3 +135,18 @@ def test_hardware_labels_keep_gpus_outside_the_catalogs() -> None:
     assert parse_user_hardware("1x MI300X") == Hardware("MI300X", 1)
     with pytest.raises(InputError, match="field '--label': expected 'Nx GPU'"):
         parse_user_hardware("H200")
+
+
+def test_your_plan_is_sized_at_the_slow_end_of_your_own_validation(sweep_calibration) -> None:
+    """Notebook 10's plan uses the slow end of the calibration's own leave-one-rate-out TPOT
+    error: a factor above 1 when some held-out rate ran slower than predicted, the planner's
+    conformal rank of those residuals."""
+    from hgresearch.report.user_hardware import slow_end_factor
+    from hgresearch.sim.intervals import PredictionIntervals
+
+    tpot = sweep_calibration.validation
+    tpot = tpot[tpot.metric == "mean_tpot_ms"].error_pct.to_numpy() / 100
+    expected = PredictionIntervals({"mean_tpot_ms": tpot.tolist()}, "t").step_time_factor(0.9)
+    assert slow_end_factor(sweep_calibration, 0.9) == pytest.approx(expected)
+    assert slow_end_factor(sweep_calibration, 0.9) == pytest.approx(1 / (1 + tpot.min()))
+    assert (tpot < 0).any() and slow_end_factor(sweep_calibration, 0.9) > 1
