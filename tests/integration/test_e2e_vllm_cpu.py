@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from signal_fixtures import sigint_as_ctrl_c
 
 from hgresearch.bench.server.process import free_port
 from hgresearch.bench.server.vllm import (
@@ -112,7 +113,7 @@ def test_sweep_interrupt_resume_and_cross_checks(vllm_python: str, tiny_model: P
 
     # 1. Start the sweep and press Ctrl-C once the first run is finished.
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=sigint_as_ctrl_c)
     deadline = time.monotonic() + 400
     while not (status_file.exists() and status_file.read_text().strip()):
         assert proc.poll() is None, proc.communicate()[0]
@@ -183,7 +184,7 @@ def test_serve_command_stops_the_server_on_ctrl_c(vllm_python: str, tiny_model: 
         [sys.executable, "-m", "hgresearch", "serve", str(tiny_model), "--load-format", "dummy",
          "--dtype", "float32", "--max-model-len", "1024", "--port", str(port),
          "--log-dir", str(tmp_path)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+        stderr=subprocess.STDOUT, text=True, preexec_fn=sigint_as_ctrl_c)
     lines = []
     assert proc.stdout is not None
     for line in proc.stdout:  # blocks until the server reports healthy (or the command ends)

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from signal_fixtures import sigint_as_ctrl_c
 
 from hgresearch.paths import REPO_ROOT
 
@@ -23,7 +24,8 @@ def test_ctrl_c_during_reproduce_stops_the_kernel_and_prints_one_line(tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "hgresearch", "reproduce", "--notebook", "04",
          "--build-dir", str(tmp_path / "build"), "--paper-dir", str(tmp_path / "paper")],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=sigint_as_ctrl_c)
     seen = b""
     try:
         assert process.stdout is not None

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from signal_fixtures import sigint_as_ctrl_c
 
 from hgresearch.bench.server.process import free_port, port_in_use
 from hgresearch.bench.sweep import (
@@ -279,7 +280,7 @@ def test_ctrl_c_cancels_the_tasks_and_leaves_no_server_process(ray_cluster,
     driver = subprocess.Popen([sys.executable, "-m", "hgresearch", "sweep", str(sweep_file),
                                "--executor", "ray", "--address", address],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                              text=True)
+                              text=True, preexec_fn=sigint_as_ctrl_c)
     try:
         deadline = time.monotonic() + 90
         while not (pids := _pids_of(port)) and time.monotonic() < deadline:

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 
+from signal_fixtures import sigint_as_ctrl_c
+
 from hgresearch.paths import REPO_ROOT
 
 FLEET = """\
@@ -28,7 +30,7 @@ def test_ctrl_c_during_sim_fleet_exits_130_in_one_line(tmp_path):
         [sys.executable, "-m", "hgresearch", "sim", "fleet", str(fleet), "--qps", "20",
          "--num-prompts", "50000", "--workload",
          "random:input_len=16,output_len=512"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE)
+        stderr=subprocess.PIPE, preexec_fn=sigint_as_ctrl_c)
     seen = b""
     try:
         assert process.stderr is not None
