@@ -327,14 +327,12 @@ def slow_end_factor(calibration: UserCalibration, confidence: float = 0.9) -> fl
     split-conformal slow end of the mean-TPOT residuals of the calibration's leave-one-rate-out
     validation (:meth:`hgresearch.sim.intervals.PredictionIntervals.step_time_factor`); 1 when
     the runs had too few rates to validate."""
-    from hgresearch.sim.intervals import PredictionIntervals
+    from hgresearch.sim.intervals import intervals_from_errors
 
     rows = calibration.validation
     if rows.empty or "mean_tpot_ms" not in set(rows.metric):
         return 1.0
-    tpot = rows[rows.metric == "mean_tpot_ms"].error_pct.to_numpy(dtype=float) / 100.0
-    intervals = PredictionIntervals(residuals={"mean_tpot_ms": tpot.tolist()},
-                                    source="leave-one-rate-out of " + calibration.file.label)
+    intervals = intervals_from_errors(rows, "leave-one-rate-out of " + calibration.file.label)
     return intervals.step_time_factor(confidence)
 
 

@@ -115,6 +115,16 @@ def intervals_from_points(points: pd.DataFrame, *, scheme: str = "LOCO",
                 f"{len(residuals['mean_tpot_ms'])} points"))
 
 
+def intervals_from_errors(rows: pd.DataFrame, source: str) -> PredictionIntervals:
+    """:class:`PredictionIntervals` from validation rows with ``metric`` and ``error_pct``
+    (``100 × (predicted / measured − 1)``, e.g. a user calibration's leave-one-rate-out rows,
+    :func:`hgresearch.sim.user_calibration.leave_one_rate_out`): per metric, the relative
+    residuals."""
+    residuals = {str(metric): (group.error_pct.to_numpy(dtype=float) / 100.0).tolist()
+                 for metric, group in rows.groupby("metric")}
+    return PredictionIntervals(residuals=residuals, source=source)
+
+
 def coverage_table(points: pd.DataFrame, *, scheme: str = "LOCO",
                    confidences: Sequence[float] = COVERAGE_CONFIDENCES) -> pd.DataFrame:
     """Empirical coverage of nominal ``confidences`` intervals on held-out points, measured

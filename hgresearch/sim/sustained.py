@@ -31,7 +31,7 @@ import pandas as pd
 
 from hgresearch.data.runfolder import SUMMARY_FILE, read_requests
 from hgresearch.errors import InputError
-from hgresearch.sim.intervals import PredictionIntervals
+from hgresearch.sim.intervals import PredictionIntervals, intervals_from_errors
 from hgresearch.sim.replay import replay_workload
 from hgresearch.sim.simulator import simulate_replica
 from hgresearch.sim.user_calibration import UserCalibration, calibrate_runs
@@ -92,10 +92,8 @@ def _intervals(calibration: UserCalibration) -> PredictionIntervals:
     if validation.empty:
         raise InputError("the short runs have too few rates for a leave-one-rate-out "
                          "validation, so the prediction has no interval", field="runs")
-    residuals = {metric: (g.error_pct.to_numpy(dtype=float) / 100.0).tolist()
-                 for metric, g in validation.groupby("metric")}
-    return PredictionIntervals(residuals=residuals,
-                               source=f"leave-one-rate-out of {calibration.file.label}")
+    return intervals_from_errors(validation,
+                                 f"leave-one-rate-out of {calibration.file.label}")
 
 
 def sustained_check(protocol_runs: Sequence[str | Path], long_runs: Sequence[str | Path], *,
