@@ -6,6 +6,7 @@ configurations with these (one definition each).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -47,3 +48,17 @@ def config_label(row: pd.Series | Mapping[str, Any]) -> str:
     be missing or empty: one replica)."""
     replicas = int(row.get("replicas", 1) or 1)
     return f"{row['model']} on {hardware_label(row['gpu_name'], row['gpu_count'], replicas)}"
+
+
+#: ``MODEL on Nx GPU``: the label :func:`config_label` gives one replica.
+CONFIG_LABEL = re.compile(r"^(?P<model>\S.*?) on (?P<num_gpus>\d+)x (?P<gpu>\S+)$")
+
+
+def parse_config_label(label: str) -> tuple[str, str, int] | None:
+    """``(model, gpu_name, gpu_count)`` of a label ``MODEL on Nx GPU`` (the inverse of
+    :func:`config_label` for one replica; names as written, not looked up in the catalogs);
+    ``None`` for anything else (a replicated label, ``N`` < 1, no ``on``)."""
+    match = CONFIG_LABEL.match(label.strip())
+    if match is None or int(match["num_gpus"]) < 1:
+        return None
+    return match["model"], match["gpu"], int(match["num_gpus"])

@@ -172,7 +172,9 @@ def sim_run(
     config: Annotated[str | None, typer.Option(
         "--config", help='Configuration label, e.g. "DeepSeek-R1-Distill-Qwen-14B on 1x '
                          'H100-PCIe" (the reference data\'s and data/raw\'s, or a '
-                         '--candidate-file\'s; default: the one candidate file\'s).')] = None,
+                         '--candidate-file\'s; default: the one candidate file\'s), or an '
+                         'unmeasured "MODEL on Nx GPU" the shared step-time model predicts '
+                         '(a note on stderr says so).')] = None,
     num_prompts: Annotated[int, typer.Option("--num-prompts", help="Requests to send.")] = 200,
     reference: ReferenceSource = None,
     build_dir: BuildDir = Path("build"),
@@ -189,6 +191,15 @@ def sim_run(
     data's, or a --candidate-file's); print its summary (the keys of a measured run's
     summary.json) as JSON.
 
+    A configuration never measured ("MODEL on Nx GPU" with the model in
+    model_architectures.csv and a GPU of hardware.csv of a type the shared step-time model
+    is fitted for, e.g. "DeepSeek-R1-Distill-Qwen-14B on 3x RTX-4090") is simulated with the
+    shared model's prediction: a note on stderr says so, and the summary (and -o's
+    config.json) carry calibration_source = "predicted: shared model, configuration not
+    measured" and calibration_note. Its request lengths are the means of the same model's
+    measured runs on its other configurations (named in the note); a model without measured
+    runs is refused, as is a model whose weights leave no KV room on the N GPUs.
+
     Checked before anything is calibrated or simulated: the rate and the number of requests,
     the work (memory and time estimated from --num-prompts; over 4 GB or 1 hour is refused
     without --allow-large), -o (a folder holding a run is refused) and the configuration (an
@@ -202,6 +213,7 @@ def sim_run(
         simulate_run,
         write_run_folder,
     )
+    from hgresearch.sim.step_model import PREDICTED_UNMEASURED
 
     check_run_inputs(qps, num_prompts)
     estimate = run_estimate(num_prompts)
@@ -211,6 +223,9 @@ def sim_run(
     with warnings_as_lines():
         fit, points = _run_calibration(config, candidate_file, reference, build_dir,
                                        executor_of(executor, address))
+    if fit.extra.get("source") == PREDICTED_UNMEASURED:
+        typer.echo(f"note: prediction of an unmeasured configuration: {fit.extra['note']}",
+                   err=True)
     with progress_bar(num_prompts, "simulated requests", estimate.time_s) as advance:
         run = simulate_run(fit, points, qps, num_prompts, length_seed=seed,
                            on_completions=advance)
@@ -244,7 +259,10 @@ def _run_calibration(config: str | None, candidate_files: list[Path] | None,
                      reference: Path | None, build_dir: Path, runner: Executor
                      ) -> tuple[Calibration, pd.DataFrame]:
     """The calibration ``sim run`` simulates and its measured points: a candidate file's
-    (by --config, or the only one), else the reference configurations' (fitted on first use)."""
+    (by --config, or the only one), else the reference configurations' (fitted on first use),
+    else — for a configuration never measured whose model and GPU type the shared step-time
+    model knows — that model's prediction, with the same model's measured points on other
+    configurations for the lengths (:func:`hgresearch.sim.run.unmeasured_configuration`)."""
     from hgresearch.errors import InputError
     from hgresearch.sim.calibration_file import read_candidate_files
     from hgresearch.sim.run import (
@@ -252,6 +270,7 @@ def _run_calibration(config: str | None, candidate_files: list[Path] | None,
         calibration_runs,
         calibrations,
         check_configuration,
+        unmeasured_configuration,
     )
     from hgresearch.sim.validation import configuration_points
 
@@ -265,8 +284,22 @@ def _run_calibration(config: str | None, candidate_files: list[Path] | None,
         return files[config].calibration(), files[config].points()
     runs = calibration_runs(reference)
     points = dict(configuration_points(runs))
-    # before calibrating (minutes when nothing is cached): a typo answers at once
-    check_configuration(config, set(points) | set(files))
+    if config not in points:
+        # before calibrating (minutes when nothing is cached): a typo answers at once, and so
+        # do a configuration too large for its GPUs and one without lengths to replay
+        target = unmeasured_configuration(config, points)
+        if target is None:
+            check_configuration(config, set(points) | set(files))
+        elif target.label in points:  # a measured configuration, spelled with an alias
+            config = target.label
+        else:
+            from hgresearch.sim.step_model import calibration_for as predicted_calibration
+
+            fit = predicted_calibration(target.model, target.gpu_name, target.gpu_count,
+                                        build_dir=build_dir, reference=reference)
+            fit.extra["note"] = f"{fit.extra['note']}; {target.lengths_note()}"
+            fit.extra["lengths_from"] = list(target.lengths_from)
+            return fit, target.points
     known = calibrations(runs, build_dir, n_jobs=2, executor=runner)
     fit = calibration_for(config, {**known, **{k: v.calibration() for k, v in files.items()}})
     return fit, points[config]

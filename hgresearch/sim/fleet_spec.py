@@ -12,17 +12,14 @@ errors name the file, line and field. The simulator turns the specs into replica
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hgresearch.data.files import YamlDocument, read_yaml
 from hgresearch.errors import InputError
-from hgresearch.identity import config_label
+from hgresearch.identity import config_label, parse_config_label
 
-#: ``MODEL on Nx GPU`` (the configuration label of :func:`hgresearch.identity.config_label`).
-CONFIG_LABEL = re.compile(r"^(?P<model>\S.*?) on (?P<num_gpus>\d+)x (?P<gpu>\S+)$")
 #: Keys of a replica entry in a fleet file.
 REPLICA_KEYS = ("config", "calibration", "count", "price_usd_per_gpu_h", "base_url",
                 "served_model", "capacity_weight", "max_outstanding", "step_time",
@@ -127,8 +124,8 @@ def _parse_replica(entry: Any, i: int, document: YamlDocument) -> list[FleetRepl
                        "calibration")
         calibration = _calibration_label(calibration, entry, where, document)
     label = entry.get("config")
-    match = CONFIG_LABEL.match(label.strip()) if isinstance(label, str) else None
-    if match is None or int(match["num_gpus"]) < 1:
+    parsed = parse_config_label(label) if isinstance(label, str) else None
+    if parsed is None:
         raise fail(f"expected a configuration label 'MODEL on Nx GPU' (e.g. "
                    f"'DeepSeek-R1-Distill-Qwen-14B on 1x H100-PCIe'), got {label!r}",
                    *where, "config")
@@ -170,11 +167,11 @@ def _parse_replica(entry: Any, i: int, document: YamlDocument) -> list[FleetRepl
         step = {k: float(v) for k, v in step.items()}
     scheduler = {k: int(entry[k]) for k in ("num_kv_blocks", "max_num_seqs",
                                              "max_num_batched_tokens") if entry.get(k)}
-    label = config_label({"model": match["model"], "gpu_name": match["gpu"],
-                          "gpu_count": int(match["num_gpus"])})
+    model, gpu, num_gpus = parsed
+    label = config_label({"model": model, "gpu_name": gpu, "gpu_count": num_gpus})
     return [FleetReplicaSpec(
-        name=label if count == 1 else f"{label} #{k + 1}", model=match["model"],
-        gpu_name=match["gpu"], num_gpus=int(match["num_gpus"]),
+        name=label if count == 1 else f"{label} #{k + 1}", model=model,
+        gpu_name=gpu, num_gpus=num_gpus,
         price_usd_per_gpu_h=entry.get("price_usd_per_gpu_h"),
         base_url=urls[k] if urls else None, served_model=entry.get("served_model"),
         capacity_weight=entry.get("capacity_weight"),

@@ -4,7 +4,7 @@ of a measured run's ``summary.json``) and a run-like folder (``source = simulate
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,95 @@ def calibration_for(label: str, fits: dict[str, Any]) -> Any:
     return fits[label]
 
 
+@dataclass(frozen=True)
+class UnmeasuredConfiguration:
+    """A configuration never measured that the shared step-time model can predict: its
+    catalog names, its label, and the measured points whose lengths its runs replay (the same
+    model's runs on other configurations, ``lengths_from``)."""
+
+    label: str
+    model: str
+    gpu_name: str
+    gpu_count: int
+    points: pd.DataFrame
+    lengths_from: tuple[str, ...]
+
+    def lengths_note(self) -> str:
+        """Where the simulated requests' lengths come from, in words."""
+        return (f"request lengths are the means of {self.model}'s measured runs on "
+                f"{', '.join(self.lengths_from)}")
+
+
+def shared_model_gpus(points: Mapping[str, pd.DataFrame]) -> set[str]:
+    """GPU types the shared step-time model is fitted for, given the calibration runs'
+    configurations (``label -> points``): those of a configuration with datasheet numbers
+    (:func:`hgresearch.sim.validation.has_physics`, the split the fit itself makes)."""
+    from hgresearch.sim.validation import has_physics
+
+    out = set()
+    for group in points.values():
+        first = group.iloc[0]
+        if has_physics(str(first.gpu_name), int(first.gpu_count), str(first.model)):
+            out.add(str(first.gpu_name))
+    return out
+
+
+def unmeasured_configuration(label: str, points: Mapping[str, pd.DataFrame]
+                             ) -> UnmeasuredConfiguration | None:
+    """The configuration ``label`` names (``MODEL on Nx GPU``, names as the catalogs or
+    their aliases write them) when the shared step-time model can predict it: its model is in
+    ``model_architectures.csv``, its GPU in ``hardware.csv`` and of a type the model is fitted
+    for (:func:`shared_model_gpus` of ``points``, the measured configurations). ``None``
+    otherwise: the caller answers with :func:`check_configuration`'s "unknown configuration".
+    Cheap (catalog lookups only): called before anything is fitted. A label that names a
+    measured configuration under other spellings (an alias of the GPU) comes back with the
+    measured label and that configuration's points.
+
+    Raises:
+        InputError: naming the configuration, when the weights do not fit on its GPUs (no
+            room for a KV block), the catalogs lack what the shared model needs, or the model
+            has no measured run to take request lengths from.
+    """
+    from hgresearch.data.catalogs import CatalogKeyError, model_row, normalize_gpu_name
+    from hgresearch.identity import config_label, parse_config_label
+
+    parsed = parse_config_label(label)
+    if parsed is None:
+        return None
+    try:
+        model = str(model_row(parsed[0]).model)
+        gpu = normalize_gpu_name(parsed[1])
+    except CatalogKeyError:
+        return None
+    count = parsed[2]
+    canonical = config_label({"model": model, "gpu_name": gpu, "gpu_count": count})
+    if canonical in points:
+        return UnmeasuredConfiguration(canonical, model, gpu, count, points[canonical], ())
+    if gpu not in shared_model_gpus(points):
+        return None
+    from hgresearch.sim.calibrate import replica_for, vllm085_scheduler_limits
+    from hgresearch.sim.step_model import config_physics
+
+    try:
+        config_physics(model, gpu, count)
+        limits = vllm085_scheduler_limits(gpu)
+        replica_for(model, gpu, count, max_num_seqs=limits["max_num_seqs"],
+                    max_num_batched_tokens=limits["max_num_batched_tokens"])
+    except InputError as err:
+        raise InputError(f"cannot predict {canonical!r}: {err.reason}",
+                         field=err.field or "config") from None
+    same_model = {k: v for k, v in points.items() if str(v.iloc[0].model) == model}
+    if not same_model:
+        raise InputError(f"cannot predict {canonical!r}: request lengths are taken from the "
+                         f"model's measured runs and {model} has none (measured models: "
+                         f"{', '.join(sorted({str(v.iloc[0].model) for v in points.values()}))})",
+                         field="config")
+    lengths_from = tuple(sorted(k.split(" on ", 1)[1] for k in same_model))
+    return UnmeasuredConfiguration(canonical, model, gpu, count,
+                                   pd.concat(list(same_model.values()), ignore_index=True),
+                                   lengths_from)
+
+
 #: Peak memory of :func:`simulate_run` per simulated request (bytes), and the fixed part
 #: (bytes) beside it. Measured with ``benchmarks/sim_bounds.py``: the paper's protocol (14B on
 #: 1x H100-PCIe, 8 req/s) simulated with N = 20,000 and N = 100,000 requests, each in a fresh
@@ -146,12 +235,26 @@ def add_request_path_delay(table: pd.DataFrame,
     return table
 
 
+def calibration_provenance(fit: Calibration) -> dict[str, Any]:
+    """What a simulated run records of its calibration: ``calibration_source`` (the
+    calibration's ``extra["source"]``: e.g. ``shared model`` for a measured configuration,
+    :data:`hgresearch.sim.step_model.PREDICTED_UNMEASURED` for a prediction; ``None`` when
+    the calibration names none) and, where it has one, ``calibration_note`` (why it is a
+    prediction, where the lengths come from)."""
+    out: dict[str, Any] = {"calibration_source": fit.extra.get("source")}
+    if fit.extra.get("note"):
+        out["calibration_note"] = fit.extra["note"]
+    return out
+
+
 def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_prompts: int, *,
                  length_seed: int = 0,
                  on_completions: Callable[[int], object] | None = None) -> SimulatedRun:
     """Simulate ``num_prompts`` requests at ``rate_qps`` (the paper's protocol: vLLM 0.8.5's
     seeded arrivals, ShareGPT-like lengths with the configuration's measured means) and
-    summarise it like a measured run, with ``source = simulated`` and the energy per step
+    summarise it like a measured run, with ``source = simulated``, the calibration's source
+    (:func:`calibration_provenance`: a prediction of an unmeasured configuration says so) and
+    the energy per step
     (:mod:`hgresearch.sim.energy`) where the power model knows the GPU. ``on_completions``
     (a progress bar) is called with the requests each engine step finished. Callers bound
     the work first (:func:`run_estimate`)."""
@@ -180,6 +283,7 @@ def simulate_run(fit: Calibration, points: pd.DataFrame, rate_qps: float, num_pr
         "num_preemptions": run.num_preemptions,
         "energy_source": "simulated-utilisation" if meter else None,
         "energy_j": meter.energy_j(summary["duration"]) if meter else None,
+        **calibration_provenance(fit),
     })
     if meter and summary["energy_j"] is not None:
         tokens = summary["total_input_tokens"] + summary["total_output_tokens"]
@@ -205,7 +309,8 @@ def check_run_folder_target(run_dir: str | Path) -> None:
 
 
 def write_run_folder(run: SimulatedRun, run_dir: str | Path) -> Path:
-    """Write a run-like folder (requests, summary, config) through :mod:`hgresearch.data.runfolder`.
+    """Write a run-like folder (requests, summary, config) through :mod:`hgresearch.data.runfolder`;
+    the config records the calibration's coefficients and source (:func:`calibration_provenance`).
     Refuses a folder that already holds a run (nothing measured is overwritten)."""
     from hgresearch.data.runfolder import (
         REQUESTS_FILE,
@@ -229,6 +334,7 @@ def write_run_folder(run: SimulatedRun, run_dir: str | Path) -> Path:
         writer.close()
     coefs = run.calibration.coefficients
     write_config(run_dir, {"source": SIMULATED, "configuration": run.calibration.replica.label,
+                           **calibration_provenance(run.calibration),
                            "coefficients": {"c0_s": coefs.c0_s,
                                             "c_prefill_s_per_token": coefs.c_prefill_s_per_token,
                                             "c_decode_s_per_seq": coefs.c_decode_s_per_seq,

@@ -119,3 +119,83 @@ def test_progress_counts_every_simulated_request() -> None:
     run = simulate_run(fit, points, 8.0, 300, on_completions=done.append)
     assert sum(done) == 300 == run.summary["completed"]
     assert len(done) > 1  # reported as the run goes, not once at the end
+
+
+def _shared_fit_only(monkeypatch) -> None:
+    """Stand in a small shared fit of the RTX 4090 (the step_model tests' starting values, no
+    fitting) for the reference runs' fits, which take minutes to fit cold; and fail the test
+    if ``sim run`` calibrated every measured configuration (not needed for a prediction)."""
+    from hgresearch.sim import validation as validation_module
+    from hgresearch.sim.step_model import INITIAL, PARAMETERS, GpuFit
+
+    fit = GpuFit(gpu_name="RTX-4090", values=dict(INITIAL),
+                 rel_se=dict.fromkeys(PARAMETERS, 0.1),
+                 status=dict.fromkeys(PARAMETERS, "free"), configurations=("a", "b"),
+                 num_points=10, num_residuals=50, rms_log_error=0.1, num_evaluations=1)
+
+    def must_not_calibrate(*args, **kwargs):
+        raise AssertionError("calibrated every configuration for a prediction")
+
+    monkeypatch.setattr(validation_module, "reference_shared_fits",
+                        lambda *args, **kwargs: {"RTX-4090": fit})
+    monkeypatch.setattr(run_module, "calibrations", must_not_calibrate)
+
+
+def test_sim_run_predicts_an_unmeasured_configuration(monkeypatch, tmp_path: Path) -> None:
+    """14B on 3x RTX-4090 was never measured: the shared model predicts it (a note on stderr,
+    the source in the summary and the run folder), with the 14B's measured lengths."""
+    import json
+
+    from hgresearch.sim.step_model import PREDICTED_UNMEASURED
+
+    _shared_fit_only(monkeypatch)
+    label = "DeepSeek-R1-Distill-Qwen-14B on 3x RTX-4090"
+    result = CliRunner().invoke(app, ["sim", "run", "--config", label, "--qps", "2",
+                                      "--num-prompts", "40", "--build-dir", str(tmp_path),
+                                      "-o", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    [note] = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert note.startswith("note: prediction of an unmeasured configuration: "
+                           f"{label} was not measured")
+    assert "DeepSeek-R1-Distill-Qwen-14B's measured runs on 1x H100-PCIe, 2x RTX-4090" in note
+    summary = json.loads(result.stdout)
+    assert summary["configuration"] == label and summary["completed"] == 40
+    assert summary["calibration_source"] == PREDICTED_UNMEASURED
+    assert "was not measured" in summary["calibration_note"]
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["calibration_source"] == PREDICTED_UNMEASURED
+
+
+@pytest.mark.parametrize(("label", "expected"), [
+    # an unknown model, and a GPU type the shared model has no fit for: the closest labels
+    ("DeepSeek-R1-Distill-Qwen-15B on 3x RTX-4090",
+     "unknown configuration 'DeepSeek-R1-Distill-Qwen-15B on 3x RTX-4090'; did you mean "),
+    ("tiny-llama-cpu on 2x CPU", "did you mean 'tiny-llama-cpu on 1x CPU'"),
+    # known, but 70B's weights (131 GiB) leave no KV room on one 24 GiB GPU
+    ("DeepSeek-R1-Distill-Llama-70B on 1x RTX-4090",
+     "cannot predict 'DeepSeek-R1-Distill-Llama-70B on 1x RTX-4090': no room for KV cache"),
+])
+def test_sim_run_refuses_what_it_cannot_predict_at_once(monkeypatch, label: str,
+                                                        expected: str) -> None:
+    _shared_fit_only(monkeypatch)
+    from hgresearch.sim import validation as validation_module
+
+    def must_not_fit(*args, **kwargs):
+        raise AssertionError("fitted before checking the configuration")
+
+    monkeypatch.setattr(validation_module, "reference_shared_fits", must_not_fit)
+    result = _invoke("sim", "run", "--config", label, "--qps", "2")
+    assert result.exit_code == 2, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("error: ") and expected in line, line
+    assert "Traceback" not in result.output
+
+
+def test_configuration_labels_parse_back() -> None:
+    from hgresearch.identity import config_label, parse_config_label
+
+    row = {"model": "DeepSeek-R1-Distill-Qwen-14B", "gpu_name": "RTX-4090", "gpu_count": 3}
+    assert parse_config_label(config_label(row)) == ("DeepSeek-R1-Distill-Qwen-14B",
+                                                     "RTX-4090", 3)
+    for other in ("4 x (2x RTX-4090)", "m on 0x H100-PCIe", "m on H100-PCIe", ""):
+        assert parse_config_label(other) is None
