@@ -61,7 +61,10 @@ ROOFLINE_ONLY = "roofline floor only (uncalibrated)"
 @dataclass(frozen=True)
 class ClassRate:
     """SLO-safe request rate (req/s) of one replica for one traffic class, with an interval,
-    and what limits it (``slo``, ``throughput`` or ``memory``)."""
+    and what limits it (``slo``, ``throughput`` or ``memory``; ``slo`` covers every
+    steady-state search that stopped below the burst throughput, whether the next rate missed
+    the latency limit or had an unstable queue: ``SteadyStateRate.limited_by`` tells them
+    apart)."""
 
     rate_rps: float
     low_rps: float
@@ -272,6 +275,8 @@ class SimulatedReplicaRates:
 
         nominal, slow = rates_with_slow_end(self._simulate(replica, length, offset_ms),
                                             [scalable], throughput, factor, self.steady)
+        # the steady-state search's capacity is the burst throughput; every other outcome
+        # (slo, stability, latency) is the class's SLO binding below it
         limited_by = "throughput" if nominal[0].limited_by == "capacity" else "slo"
         return ClassRate(nominal[0].rate_rps, min(slow[0].rate_rps, nominal[0].rate_rps),
                          nominal[0].rate_rps, limited_by)

@@ -7,8 +7,11 @@ for every configuration × SLO (the paper's SLO-capacity table, ``sim_slo_capaci
 * **SLO rate** (``slo_rate_qps``): the **steady-state** rate (:mod:`hgresearch.sim.steady_state`):
   long Poisson runs of the configuration's length mix (ShareGPT-like lengths, one draw per
   seed), warm-up dropped, stability tested, several seeds; the highest rate at which the
-  percentile holds, to 1 %. ``limited_by``: ``latency`` (between the ends), ``capacity`` (it
-  holds even at the burst throughput) or ``slo`` (0: it fails even at 2 % of it).
+  percentile holds, to 1 %. ``limited_by``: ``capacity`` (it holds even at the burst
+  throughput), ``slo`` (0: it fails even at 2 % of it) or, between the ends, ``stability``
+  (the next simulated rate above it had an unstable queue: the SLO holds up to where the
+  replica stops keeping up) or ``latency`` (the next rate was stable but its percentile
+  missed the limit) — :class:`hgresearch.sim.steady_state.SteadyStateRate`.
 * **Interval** (``slo_rate_low_qps`` to ``slo_rate_high_qps``): one-sided — the low end is the
   same search with every step slower by the simulator's step-time interval at
   :data:`CONFIDENCE` (:func:`hgresearch.sim.intervals.reference_intervals`,

@@ -14,7 +14,9 @@ only because the run ends. Here a rate is judged by runs that reach steady state
   unstable when, in any seed, the mean TTFT of the second half of the window exceeds
   :data:`STABILITY_RATIO` × that of the first half (a growing backlog raises every later
   request's wait; a stable queue's halves differ by noise only). An unstable rate fails every
-  SLO.
+  SLO; an SLO rate whose next simulated rate failed that way is ``limited_by = "stability"``
+  (the SLO holds up to where the replica stops keeping up), one whose next rate was stable but
+  missed the limit ``latency`` (:class:`SteadyStateRate`).
 * **Several seeds**, each a fixed stream of unit-rate Poisson gaps scaled by ``1 / rate``
   (common random numbers: the same requests at every rate, so the percentile is a smooth,
   nearly monotone function of the rate and the search below converges).
@@ -159,12 +161,19 @@ def percentile_ratio(metric: str, percentile: float, limit_ms: float,
     return ratio
 
 
+#: Values of :attr:`SteadyStateRate.limited_by`.
+LIMITED_BY = ("capacity", "slo", "stability", "latency")
+
+
 @dataclass(frozen=True)
 class SteadyStateRate:
     """One SLO's steady-state rate: the highest simulated rate at which it held (0: it failed
     even at the bottom of the range), the lowest at which it failed (NaN: it held at the top),
-    and what limited it (``capacity``: held at the top of the range; ``slo``: failed at the
-    bottom; ``latency``: between)."""
+    and what limited it (:data:`LIMITED_BY`): ``capacity``: held at the top of the range;
+    ``slo``: failed at the bottom; between, by why the rate above it (``fails_at_rps``)
+    failed — ``stability``: its queue was unstable (the SLO holds up to where the replica
+    stops keeping up), ``latency``: its queue was stable but the percentile missed the
+    limit."""
 
     rate_rps: float
     fails_at_rps: float
@@ -245,7 +254,9 @@ def steady_state_rates(simulate: Simulate, slos: Sequence[SloRatio], top_rps: fl
                 bisect_next[j] = end == last_end[j]
                 last_end[j] = end
     for i, b in brackets.items():
-        result[i] = SteadyStateRate(b[0], b[2], "latency")
+        # why the rate above the SLO rate failed: an unstable queue, or a stable one's latency
+        result[i] = SteadyStateRate(b[0], b[2],
+                                    "latency" if points[b[2]].stable else "stability")
     return RateSearch(rates=[r for r in result if r is not None], points=points)
 
 

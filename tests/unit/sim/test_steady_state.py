@@ -14,6 +14,7 @@ from hgresearch.sim.entities import ReplicaConfig
 from hgresearch.sim.simulator import make_requests, run_replica
 from hgresearch.sim.slo_rate import highest_rate_within
 from hgresearch.sim.steady_state import (
+    LIMITED_BY,
     LoadPoint,
     SteadyStateSettings,
     is_stable,
@@ -95,6 +96,7 @@ def test_steady_state_rate_is_md1s_and_the_short_run_is_not(limit_ms: float) -> 
                                 top_rps=1 / STEP_S)
     steady = search.rates[0].rate_rps
     assert steady == pytest.approx(exact, rel=0.05)
+    assert search.rates[0].limited_by == "latency"  # below the service rate: a stable miss
 
     unit = unit_arrivals_s(200, 42)
 
@@ -116,6 +118,8 @@ def test_an_overloaded_queue_is_unstable_and_fails_every_slo() -> None:
     search = steady_state_rates(md1_simulate, [percentile_ratio("ttft", 99, 1e6)],
                                 top_rps=1.05 / STEP_S)
     assert search.rates[0].rate_rps < 1 / STEP_S
+    # the loose SLO holds up to where the queue stops keeping up: stability, not latency
+    assert search.rates[0].limited_by == "stability"
 
 
 def test_doubling_the_run_moves_the_rate_by_less_than_two_percent() -> None:
@@ -161,3 +165,44 @@ def test_slow_end_is_the_nominal_run_in_slow_motion() -> None:
                                  quick)
     for a, b in zip(slow, direct, strict=True):
         assert a.rate_rps == pytest.approx(b.rate_rps, rel=1e-6)
+
+
+#: A short search for the toy replicas below (their TTFT does not depend on the run length).
+TOY = SteadyStateSettings(warmup_requests=0, window_requests=200, seeds=(0, 1))
+
+
+def toy_simulate(stable_below_rps: float, ttft_ms_per_rps: float):
+    """A replica whose TTFT (ms) is ``ttft_ms_per_rps`` × the offered rate, the same for every
+    request, up to ``stable_below_rps``; above it the queue grows (every request waits 1 ms
+    more than the one before: unstable). The rate is read off the arrivals exactly: they are
+    the seed's unit-rate arrivals ÷ the rate."""
+    def simulate(arrivals_s: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        n = len(arrivals_s)
+        rate = float(unit_arrivals_s(n, seed)[-1] / arrivals_s[-1])
+        ttft = np.full(n, ttft_ms_per_rps * rate)
+        if rate > stable_below_rps:
+            ttft = ttft + np.arange(n, dtype=float)
+        return ttft, np.full(n, np.nan)
+    return simulate
+
+
+def test_limited_by_tells_an_unstable_queue_from_a_latency_miss() -> None:
+    """Unstable above 50 req/s, TTFT 1 ms per req/s below: p99 ≤ 1 s holds up to 50 req/s,
+    where the queue stops keeping up (``stability``); p99 ≤ 30 ms misses its limit at a stable
+    30 req/s first (``latency``). The ends keep their meanings: ``capacity`` (holds at the
+    top) and ``slo`` (fails at the bottom)."""
+    simulate = toy_simulate(stable_below_rps=50.0, ttft_ms_per_rps=1.0)
+    slos = [percentile_ratio("ttft", 99, 1000.0), percentile_ratio("ttft", 99, 30.0)]
+    stability, latency = steady_state_rates(simulate, slos, top_rps=100.0, settings=TOY).rates
+    assert stability.limited_by == "stability"
+    assert stability.rate_rps == pytest.approx(50.0, rel=0.02)
+    assert stability.rate_rps <= 50.0 < stability.fails_at_rps
+    assert latency.limited_by == "latency"
+    assert latency.rate_rps == pytest.approx(30.0, rel=0.02)
+    assert latency.fails_at_rps < 50.0  # the rate above it was stable
+    ends = steady_state_rates(toy_simulate(200.0, 1.0),
+                              [percentile_ratio("ttft", 99, 1000.0),
+                               percentile_ratio("ttft", 99, 1.0)], top_rps=100.0,
+                              settings=TOY).rates
+    assert [r.limited_by for r in ends] == ["capacity", "slo"]
+    assert {r.limited_by for r in (stability, latency, *ends)} == set(LIMITED_BY)
