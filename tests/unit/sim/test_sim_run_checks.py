@@ -199,3 +199,30 @@ def test_configuration_labels_parse_back() -> None:
                                                      "RTX-4090", 3)
     for other in ("4 x (2x RTX-4090)", "m on 0x H100-PCIe", "m on H100-PCIe", ""):
         assert parse_config_label(other) is None
+
+
+def test_an_unmeasured_configuration_takes_its_models_lengths_or_none() -> None:
+    """Catalog lookups only (no fit): the same model's measured points give the lengths; a
+    model without any is refused naming what is missing; an alias of a measured
+    configuration's GPU is that configuration; a GPU type nothing measured is not predicted."""
+    from hgresearch.errors import InputError
+    from hgresearch.sim.run import unmeasured_configuration
+
+    def points(model: str, gpu: str, count: int) -> pd.DataFrame:
+        return pd.DataFrame({"model": [model], "gpu_name": [gpu], "gpu_count": [count],
+                             "total_input_tok": [46_000], "total_output_tok": [40_000],
+                             "completed": [200]})
+
+    measured = {"DeepSeek-R1-Distill-Qwen-7B on 1x RTX-4090":
+                points("DeepSeek-R1-Distill-Qwen-7B", "RTX-4090", 1)}
+    target = unmeasured_configuration("DeepSeek-R1-Distill-Qwen-7B on 3x RTX-4090", measured)
+    assert target is not None and target.gpu_count == 3
+    assert target.lengths_from == ("1x RTX-4090",) and len(target.points) == 1
+    with pytest.raises(InputError, match=r"cannot predict 'DeepSeek-R1-Distill-Qwen-14B on 2x "
+                                         r"RTX-4090': request lengths .* has none"):
+        unmeasured_configuration("DeepSeek-R1-Distill-Qwen-14B on 2x RTX-4090", measured)
+    alias = unmeasured_configuration("DeepSeek-R1-Distill-Qwen-7B on 1x NVIDIA-GeForce-RTX-4090",
+                                     measured)
+    assert alias is not None and alias.label == "DeepSeek-R1-Distill-Qwen-7B on 1x RTX-4090"
+    assert unmeasured_configuration("DeepSeek-R1-Distill-Qwen-7B on 1x H100-PCIe",
+                                    measured) is None
