@@ -52,14 +52,16 @@ def test_physics_follow_the_datasheet_and_tensor_parallelism():
         config_physics("tiny-llama-cpu", "CPU", 1)
 
 
-def test_derived_linear_model_is_the_documented_formula():
-    physics = config_physics("DeepSeek-R1-Distill-Qwen-7B", GPU, 2)
-    values = dict(INITIAL)
-    replica = replica_for("DeepSeek-R1-Distill-Qwen-7B", GPU, 2)
+@pytest.mark.parametrize(("count", "per_call"), [(2, 1.0), (4, 1.5), (8, 2.25)])
+def test_derived_linear_model_is_the_documented_formula(count, per_call):
+    physics = config_physics("DeepSeek-R1-Distill-Qwen-7B", GPU, count)
+    values = {**INITIAL, "allreduce_latency_doubling": 1.5}
+    replica = replica_for("DeepSeek-R1-Distill-Qwen-7B", GPU, count)
     model = coefficients_for(physics, values).step_model(replica)
     prefill, decode, kv = 300, 40, 9000
+    # the per-call latency is allreduce_latency_s at 2 GPUs, x1.5 per doubling beyond
     expected = (values["step_overhead_s"] + values["weights_factor"] * physics.weights_s
-                + values["allreduce_latency_s"] * physics.allreduce_calls
+                + values["allreduce_latency_s"] * per_call * physics.allreduce_calls
                 + (values["prefill_factor"] * physics.flops_s_per_token
                    + values["allreduce_factor"] * physics.allreduce_s_per_token) * prefill
                 + (values["decode_factor"] * physics.flops_s_per_token
@@ -111,10 +113,26 @@ def test_fit_recovers_known_shared_parameters():
     start = fit_gpu(data, max_evaluations=1, uncertainty=False)
     fit = fit_gpu(data, max_evaluations=60)
     assert fit.status["allreduce_factor"].startswith("fixed")  # no tensor-parallel config
+    assert fit.values["allreduce_latency_doubling"] == 1.0
     assert fit.rms_log_error < 0.5 * start.rms_log_error
     assert fit.rms_log_error < 0.06
     assert fit.values["weights_factor"] == pytest.approx(1.6, rel=0.25)
     assert all(math.isfinite(fit.rel_se[p]) or fit.status[p] != "free" for p in PARAMETERS)
+
+
+def test_latency_doubling_is_fixed_with_one_tensor_parallel_degree():
+    """With tensor parallelism at one degree only, the per-doubling factor cannot be told from
+    the per-call latency: it is fixed at 1 and reported so; the all-reduce terms stay free."""
+    rates = [1.0, 8.0]
+    data = [_data("DeepSeek-R1-Distill-Qwen-1.5B", 1, dict(INITIAL), rates, n=20),
+            _data("DeepSeek-R1-Distill-Qwen-7B", 2, dict(INITIAL), rates, n=20)]
+    fit = fit_gpu(data, max_evaluations=2, uncertainty=False)
+    assert fit.status["allreduce_latency_doubling"] == "fixed (one tensor-parallel degree)"
+    assert fit.values["allreduce_latency_doubling"] == 1.0
+    assert fit.status["allreduce_latency_s"] != "fixed (no tensor-parallel configuration)"
+    both = data + [_data("DeepSeek-R1-Distill-Llama-8B", 4, dict(INITIAL), rates, n=20)]
+    fit = fit_gpu(both, max_evaluations=2, uncertainty=False)
+    assert not fit.status["allreduce_latency_doubling"].startswith("fixed")
 
 
 def test_folds_never_train_on_what_they_predict():
