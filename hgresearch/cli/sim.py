@@ -193,7 +193,7 @@ def sim_run(
 
     A configuration never measured ("MODEL on Nx GPU" with the model in
     model_architectures.csv and a GPU of hardware.csv of a type the shared step-time model
-    is fitted for, e.g. "DeepSeek-R1-Distill-Qwen-14B on 3x RTX-4090") is simulated with the
+    is fitted for, e.g. "DeepSeek-R1-Distill-Qwen-32B on 8x RTX-4090") is simulated with the
     shared model's prediction: a note on stderr says so, and the summary (and -o's
     config.json) carry calibration_source = "predicted: shared model, configuration not
     measured" and calibration_note. Its request lengths are the means of the same model's

@@ -25,7 +25,8 @@ Step times: the candidate's ``step_time`` coefficients, else those given to the 
 configuration label, else **the roofline floor alone** (a physical lower bound: optimistic
 latencies, overstated rates; ``step_time_source`` says which). A configuration the model
 does not fit (weights larger than memory) or whose KV cache cannot hold one request of the
-class gets rate 0 (``limited_by = "memory"``).
+class gets rate 0 (``limited_by = "memory"``); so does one whose GPU count vLLM cannot split
+the model's attention heads over (``limited_by = "tensor parallelism"``).
 
 :func:`replica_rate_table` evaluates every combination and caches the table by a hash of its
 inputs and of the simulator's and planner's code (:func:`hgresearch.cache.cached`).
@@ -61,7 +62,8 @@ ROOFLINE_ONLY = "roofline floor only (uncalibrated)"
 @dataclass(frozen=True)
 class ClassRate:
     """SLO-safe request rate (req/s) of one replica for one traffic class, with an interval,
-    and what limits it (``slo``, ``throughput`` or ``memory``; ``slo`` covers every
+    and what limits it (``slo``, ``throughput``, ``memory`` or ``tensor parallelism``; ``slo``
+    covers every
     steady-state search that stopped below the burst throughput, whether the next rate missed
     the latency limit or had an unstable queue: ``SteadyStateRate.limited_by`` tells them
     apart)."""
@@ -250,8 +252,11 @@ class SimulatedReplicaRates:
         and at the slow end (``low_rps``; one search serves both:
         :func:`hgresearch.sim.steady_state.rates_with_slow_end`)."""
         from hgresearch.sim.steady_state import percentile_ratio, rates_with_slow_end
+        from hgresearch.sim.step_model import tensor_parallel_problem
 
         factor = self.step_time_factor
+        if tensor_parallel_problem(model, candidate.num_gpus) is not None:
+            return ClassRate(0.0, 0.0, 0.0, "tensor parallelism")
         replica = self.replica(model, candidate)
         if replica is None or length.tokens - 1 > replica.config.kv_cache_tokens:
             return ClassRate(0.0, 0.0, 0.0, "memory")

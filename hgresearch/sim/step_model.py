@@ -139,12 +139,25 @@ class ConfigPhysics:
     tensor_parallel: int = 1
 
 
+def tensor_parallel_problem(model: str, gpu_count: int) -> str | None:
+    """Why vLLM cannot serve ``model`` with tensor parallelism over ``gpu_count`` GPUs, or
+    None: it splits the attention heads evenly across the GPUs and refuses a degree that does
+    not divide them."""
+    heads = int(model_row(model).num_attention_heads)
+    n = int(gpu_count)
+    if n >= 1 and heads % n == 0:
+        return None
+    return (f"tensor parallelism over {n} GPUs needs {n} to divide {model}'s {heads} attention "
+            "heads (vLLM refuses otherwise)")
+
+
 def config_physics(model: str, gpu_name: str, gpu_count: int) -> ConfigPhysics:
     """The datasheet times of ``model`` on ``gpu_count`` × ``gpu_name`` from the catalogs.
 
     Raises:
         InputError: when the hardware catalog lacks the GPU's bandwidth, peak FLOPs or (with
-            more than one GPU) interconnect bandwidth.
+            more than one GPU) interconnect bandwidth, or ``gpu_count`` does not divide the
+            model's attention heads (vLLM's tensor parallelism needs it to).
     """
     table = hardware_catalog()
     gpu = table[table.gpu_name == normalize_gpu_name(gpu_name, field="gpu")].iloc[0]
@@ -156,6 +169,9 @@ def config_physics(model: str, gpu_name: str, gpu_count: int) -> ConfigPhysics:
                          field="memory_bandwidth_gb_per_s")
     arch = model_row(model)
     n = int(gpu_count)
+    problem = tensor_parallel_problem(model, n)
+    if problem is not None:
+        raise InputError(problem, field="gpu_count")
     calls = 2 * int(arch.num_layers) if n > 1 else 0
     allreduce_s = 0.0
     if n > 1:

@@ -33,6 +33,17 @@ def test_rate_is_zero_where_the_model_does_not_fit() -> None:
     assert cap.rate_rps == 0 and cap.limited_by == "memory"
 
 
+def test_rate_is_zero_where_vllm_cannot_split_the_heads() -> None:
+    """14B has 40 attention heads: vLLM refuses tensor parallelism over 3 GPUs, so the planner
+    may not use 3x (the shared model would otherwise predict, or the roofline floor flatter,
+    a configuration that cannot be served)."""
+    provider = SimulatedReplicaRates(steady=QUICK)
+    length, slo = LengthClass("x", 100, 10), SLOClass("chat", ttft_ms=500)
+    cap = provider.class_rate("DeepSeek-R1-Distill-Qwen-14B", Candidate("RTX-4090", 3), length,
+                              slo)
+    assert cap.rate_rps == 0 and cap.limited_by == "tensor parallelism"
+
+
 def test_calibrated_replicas_run_their_calibration_in_rates_and_check() -> None:
     """A calibration built from its parts (coefficients chosen, not fitted: fitting the
     reference runs takes minutes) makes the provider and the plan's check run that replica:

@@ -142,14 +142,14 @@ def _shared_fit_only(monkeypatch) -> None:
 
 
 def test_sim_run_predicts_an_unmeasured_configuration(monkeypatch, tmp_path: Path) -> None:
-    """14B on 3x RTX-4090 was never measured: the shared model predicts it (a note on stderr,
-    the source in the summary and the run folder), with the 14B's measured lengths."""
+    """32B on 8x RTX-4090 was never measured: the shared model predicts it (a note on stderr,
+    the source in the summary and the run folder), with the 32B's measured lengths."""
     import json
 
     from hgresearch.sim.step_model import PREDICTED_UNMEASURED
 
     _shared_fit_only(monkeypatch)
-    label = "DeepSeek-R1-Distill-Qwen-14B on 3x RTX-4090"
+    label = "DeepSeek-R1-Distill-Qwen-32B on 8x RTX-4090"
     result = CliRunner().invoke(app, ["sim", "run", "--config", label, "--qps", "2",
                                       "--num-prompts", "40", "--build-dir", str(tmp_path),
                                       "-o", str(tmp_path / "run")])
@@ -157,7 +157,7 @@ def test_sim_run_predicts_an_unmeasured_configuration(monkeypatch, tmp_path: Pat
     [note] = [line for line in result.stderr.splitlines() if line.startswith("note:")]
     assert note.startswith("note: prediction of an unmeasured configuration: "
                            f"{label} was not measured")
-    assert "DeepSeek-R1-Distill-Qwen-14B's measured runs on 1x H100-PCIe, 2x RTX-4090" in note
+    assert "DeepSeek-R1-Distill-Qwen-32B's measured runs on 1x H100-PCIe" in note
     summary = json.loads(result.stdout)
     assert summary["configuration"] == label and summary["completed"] == 40
     assert summary["calibration_source"] == PREDICTED_UNMEASURED
@@ -174,6 +174,10 @@ def test_sim_run_predicts_an_unmeasured_configuration(monkeypatch, tmp_path: Pat
     # known, but 70B's weights (131 GiB) leave no KV room on one 24 GiB GPU
     ("DeepSeek-R1-Distill-Llama-70B on 1x RTX-4090",
      "cannot predict 'DeepSeek-R1-Distill-Llama-70B on 1x RTX-4090': no room for KV cache"),
+    # vLLM cannot split 40 attention heads over 3 GPUs
+    ("DeepSeek-R1-Distill-Qwen-14B on 3x RTX-4090",
+     "cannot predict 'DeepSeek-R1-Distill-Qwen-14B on 3x RTX-4090': tensor parallelism over 3 "
+     "GPUs needs 3 to divide DeepSeek-R1-Distill-Qwen-14B's 40 attention heads"),
 ])
 def test_sim_run_refuses_what_it_cannot_predict_at_once(monkeypatch, label: str,
                                                         expected: str) -> None:
@@ -215,8 +219,8 @@ def test_an_unmeasured_configuration_takes_its_models_lengths_or_none() -> None:
 
     measured = {"DeepSeek-R1-Distill-Qwen-7B on 1x RTX-4090":
                 points("DeepSeek-R1-Distill-Qwen-7B", "RTX-4090", 1)}
-    target = unmeasured_configuration("DeepSeek-R1-Distill-Qwen-7B on 3x RTX-4090", measured)
-    assert target is not None and target.gpu_count == 3
+    target = unmeasured_configuration("DeepSeek-R1-Distill-Qwen-7B on 2x RTX-4090", measured)
+    assert target is not None and target.gpu_count == 2
     assert target.lengths_from == ("1x RTX-4090",) and len(target.points) == 1
     with pytest.raises(InputError, match=r"cannot predict 'DeepSeek-R1-Distill-Qwen-14B on 2x "
                                          r"RTX-4090': request lengths .* has none"):

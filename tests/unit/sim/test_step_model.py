@@ -50,13 +50,16 @@ def test_physics_follow_the_datasheet_and_tensor_parallelism():
     assert four.allreduce_s_per_token == pytest.approx(96 * 5120 * 2 * 1.5 / 32e9)
     with pytest.raises(InputError):
         config_physics("tiny-llama-cpu", "CPU", 1)
+    # 40 attention heads: vLLM cannot split them over 3 GPUs
+    with pytest.raises(InputError, match="needs 3 to divide DeepSeek-R1-Distill-Qwen-14B's 40 attention"):
+        config_physics("DeepSeek-R1-Distill-Qwen-14B", GPU, 3)
 
 
 @pytest.mark.parametrize(("count", "per_call"), [(2, 1.0), (4, 1.5), (8, 2.25)])
 def test_derived_linear_model_is_the_documented_formula(count, per_call):
-    physics = config_physics("DeepSeek-R1-Distill-Qwen-7B", GPU, count)
+    physics = config_physics("DeepSeek-R1-Distill-Qwen-14B", GPU, count)
     values = {**INITIAL, "allreduce_latency_doubling": 1.5}
-    replica = replica_for("DeepSeek-R1-Distill-Qwen-7B", GPU, count)
+    replica = replica_for("DeepSeek-R1-Distill-Qwen-14B", GPU, count)
     model = coefficients_for(physics, values).step_model(replica)
     prefill, decode, kv = 300, 40, 9000
     # the per-call latency is allreduce_latency_s at 2 GPUs, x1.5 per doubling beyond
