@@ -125,6 +125,7 @@ def plan(
         PriceScenario,
         SimulatedReplicaRates,
         baselines,
+        length_extrapolation_notes,
         plan_and_check,
         replica_rate_table,
         replica_settings,
@@ -222,6 +223,12 @@ def plan(
                    "(uncalibrated: optimistic latencies, overstated rates)", err=True)
     for note in candidate_notes(problem, user):
         typer.echo(f"note: {note}", err=True)
+    if step_times == StepTimes.CALIBRATED:
+        from hgresearch.sim.run import calibration_runs
+
+        for note in length_extrapolation_notes(problem.length_classes,
+                                               calibration_runs(source)):
+            typer.echo(f"note: {note}")
     typer.echo(f"sized at the slow end of the simulator's step-time interval at {confidence:g} "
                f"confidence (every step x{factor:.3g}; {intervals.source}) with "
                f"{headroom:.0%} headroom")

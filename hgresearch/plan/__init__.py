@@ -37,6 +37,7 @@ from hgresearch.plan.inputs import (
     PriceScenario,
     SLOClass,
     class_name,
+    length_extrapolation_notes,
     validate,
 )
 from hgresearch.plan.replica_rates import (
@@ -53,6 +54,6 @@ __all__ = [
     "ROOFLINE_ONLY", "Candidate", "CarbonSettings", "CheckResult", "CheckedPlan", "ClassRate",
     "Demand", "LengthClass", "Plan", "PlanProblem", "PriceScenario", "ReplicaRateProvider",
     "SLOClass", "SimulatedReplicaRates", "baselines", "check_plan", "class_name",
-    "fleet_document", "pareto_front", "plan_and_check", "replica_rate_table",
-    "replica_settings", "restricted", "solve", "validate", "write_fleet_file",
+    "fleet_document", "length_extrapolation_notes", "pareto_front", "plan_and_check",
+    "replica_rate_table", "replica_settings", "restricted", "solve", "validate", "write_fleet_file",
 ]

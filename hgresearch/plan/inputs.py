@@ -21,6 +21,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import pandas as pd
+
 from hgresearch.errors import InputError
 from hgresearch.identity import config_label, hardware_label
 
@@ -285,3 +288,39 @@ def _check_price_and_power(problem: PlanProblem) -> None:
 
     for candidate in problem.candidates:
         replica_power_w(candidate, problem.carbon.tdp, problem.carbon.tdp_overrides_w)
+
+
+def length_extrapolation_notes(length_classes: Sequence[LengthClass],
+                               calibration_runs: pd.DataFrame) -> list[str]:
+    """One note per length class whose prompt or output is longer than any request of the runs
+    the step times were calibrated on (each run's requests as the simulator replays them:
+    :func:`hgresearch.sim.replay.run_workload`): there the planner's rates rest on the step-time
+    model's linear extrapolation in tokens, not on measurement. The note gives the runs' mean
+    and longest prompt and output (tokens) beside the class's."""
+    from hgresearch.sim.replay import run_workload
+
+    if calibration_runs.empty:
+        return []
+    prompts, outputs, mean_prompts, mean_outputs = [], [], [], []
+    for _, run in calibration_runs.iterrows():
+        workload = run_workload(run)
+        prompts.append(int(np.max(workload.prompt_tokens)))
+        outputs.append(int(np.max(workload.output_tokens)))
+        mean_prompts.append(float(np.mean(workload.prompt_tokens)))
+        mean_outputs.append(float(np.mean(workload.output_tokens)))
+    notes = []
+    for length in length_classes:
+        beyond = []
+        if length.prompt_tokens > max(prompts):
+            beyond.append(f"{length.prompt_tokens:,} prompt tokens (calibration runs: mean "
+                          f"{min(mean_prompts):,.0f}-{max(mean_prompts):,.0f}, longest "
+                          f"{max(prompts):,})")
+        if length.output_tokens > max(outputs):
+            beyond.append(f"{length.output_tokens:,} output tokens (calibration runs: mean "
+                          f"{min(mean_outputs):,.0f}-{max(mean_outputs):,.0f}, longest "
+                          f"{max(outputs):,})")
+        if beyond:
+            notes.append(f"length class {length.name!r} has {' and '.join(beyond)}: its rates "
+                         "extrapolate the step-time model beyond every calibration request "
+                         "(--length NAME=PROMPT:OUTPUT sets the classes)")
+    return notes
