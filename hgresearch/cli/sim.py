@@ -186,10 +186,17 @@ def sim_run(
     address: Address = None,
     candidate_file: CandidateFiles = None,
     allow_large: AllowLarge = False,
+    confidence: Annotated[float, typer.Option(
+        help="Confidence of the prediction intervals printed on stderr beside the summary "
+             "(0: none). They come from the shared step-time model's leave-one-configuration-"
+             "out residuals: the first use runs that cross-validation (minutes), then it is "
+             "cached in --build-dir.")] = 0.9,
 ) -> None:
     """Simulate one run of a configuration calibrated on its measured runs (the reference
     data's, or a --candidate-file's); print its summary (the keys of a measured run's
-    summary.json) as JSON.
+    summary.json) as JSON, and on stderr the --confidence prediction interval of its
+    throughput, mean TPOT and TTFT percentiles (what the held-out validation says the truth
+    may be, given this prediction).
 
     A configuration never measured ("MODEL on Nx GPU" with the model in
     model_architectures.csv and a GPU of hardware.csv of a type the shared step-time model
@@ -206,6 +213,7 @@ def sim_run(
     unknown label names the closest known ones). A long simulation shows a progress bar;
     Ctrl-C stops it at once (exit 130)."""
     from hgresearch.bounds import check_work
+    from hgresearch.errors import InputError
     from hgresearch.sim.run import (
         check_run_folder_target,
         check_run_inputs,
@@ -216,6 +224,9 @@ def sim_run(
     from hgresearch.sim.step_model import PREDICTED_UNMEASURED
 
     check_run_inputs(qps, num_prompts)
+    if not 0 <= confidence < 1:
+        raise InputError(f"expected a confidence in [0, 1), got {confidence:g}",
+                         field="--confidence")
     estimate = run_estimate(num_prompts)
     check_work(estimate, allow_large=allow_large)
     if output is not None:
@@ -232,8 +243,32 @@ def sim_run(
     if output is not None:
         write_run_folder(run, output)
     typer.echo(json.dumps(run.summary, indent=1, default=str))
+    if confidence > 0:
+        for line in interval_lines(fit, run.summary, confidence, build_dir, reference):
+            typer.echo(line, err=True)
     if output is not None:
         typer.echo(f"simulated run -> {output}", err=True)
+
+
+def interval_lines(fit: Calibration, summary: dict[str, object], confidence: float,
+                   build_dir: Path, reference: Path | None) -> list[str]:
+    """``sim run``'s interval lines: the reference intervals
+    (:func:`hgresearch.sim.intervals.reference_intervals`) around the summary's values where
+    the calibration is the shared step-time model's (measured or predicted); else one line
+    saying why there is none."""
+    from hgresearch.sim.intervals import reference_intervals, summary_intervals
+    from hgresearch.sim.step_model import PREDICTED_UNMEASURED, SHARED_MODEL
+
+    if fit.extra.get("source") not in (SHARED_MODEL, PREDICTED_UNMEASURED):
+        return ["note: no prediction interval: this calibration is not the shared step-time "
+                "model's, whose held-out residuals the intervals come from"]
+    typer.echo("... prediction intervals (the reference cross-validation, cached in "
+               "--build-dir; minutes on first use)", err=True)
+    intervals = reference_intervals(build_dir, reference)
+    lines = [f"{confidence:.0%} prediction intervals ({intervals.source}):"]
+    for key, (low, high) in summary_intervals(intervals, summary, confidence).items():
+        lines.append(f"  {key}: {summary[key]:.4g} [{low:.4g}, {high:.4g}]")
+    return lines
 
 
 #: Work estimated to take at least this long (s) shows a progress bar on stderr.

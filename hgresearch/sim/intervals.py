@@ -174,3 +174,24 @@ def reference_intervals(build_dir: str | Path | None = "build",
 
     validation = cached_cross_validation(calibration_runs(reference), build_dir)
     return intervals_from_points(validation.points, scheme="LOCO")
+
+
+#: Keys of a run summary (``summary.json``) with an interval -> the interval metric.
+SUMMARY_INTERVAL_METRICS = {"request_throughput": "throughput_rps",
+                            "mean_tpot_ms": "mean_tpot_ms", "p50_ttft_ms": "p50_ttft_ms",
+                            "p90_ttft_ms": "p90_ttft_ms", "p99_ttft_ms": "p99_ttft_ms"}
+
+
+def summary_intervals(intervals: PredictionIntervals, summary: Mapping[str, object],
+                      confidence: float) -> dict[str, tuple[float, float]]:
+    """The ``confidence`` interval of every simulated summary value that has residuals
+    (:data:`SUMMARY_INTERVAL_METRICS`, e.g. ``request_throughput`` in req/s, ``p90_ttft_ms``),
+    keyed by the summary's names; values that are missing or not finite are left out."""
+    out: dict[str, tuple[float, float]] = {}
+    for key, metric in SUMMARY_INTERVAL_METRICS.items():
+        value = summary.get(key)
+        if metric not in intervals.residuals or not isinstance(value, int | float):
+            continue
+        if math.isfinite(float(value)):
+            out[key] = intervals.interval(metric, float(value), confidence)
+    return out

@@ -139,6 +139,13 @@ def _shared_fit_only(monkeypatch) -> None:
     monkeypatch.setattr(validation_module, "reference_shared_fits",
                         lambda *args, **kwargs: {"RTX-4090": fit})
     monkeypatch.setattr(run_module, "calibrations", must_not_calibrate)
+    # the intervals' residuals (the reference cross-validation takes minutes): every metric
+    # predicted between 20 % too low and 50 % too high
+    from hgresearch.sim import intervals as intervals_module
+
+    residuals = dict.fromkeys(intervals_module.VALIDATION_METRIC, [-0.2, 0.0, 0.5] * 10)
+    monkeypatch.setattr(intervals_module, "reference_intervals", lambda *args, **kwargs:
+                        intervals_module.PredictionIntervals(residuals, "stand-in residuals"))
 
 
 def test_sim_run_predicts_an_unmeasured_configuration(monkeypatch, tmp_path: Path) -> None:
@@ -164,6 +171,31 @@ def test_sim_run_predicts_an_unmeasured_configuration(monkeypatch, tmp_path: Pat
     assert "was not measured" in summary["calibration_note"]
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["calibration_source"] == PREDICTED_UNMEASURED
+    # the interval of each metric around the prediction: [p / 1.5, p / 0.8]
+    assert "90% prediction intervals (stand-in residuals):" in result.stderr
+    p90 = summary["p90_ttft_ms"]
+    assert f"  p90_ttft_ms: {p90:.4g} [{p90 / 1.5:.4g}, {p90 / 0.8:.4g}]" in result.stderr
+    assert "  request_throughput: " in result.stderr
+
+
+def test_sim_run_without_intervals(monkeypatch, tmp_path: Path) -> None:
+    """--confidence 0 prints no interval (and never runs the cross-validation behind them);
+    a confidence of 1 or more is refused in one line."""
+    _shared_fit_only(monkeypatch)
+    from hgresearch.sim import intervals as intervals_module
+
+    def must_not_validate(*args, **kwargs):
+        raise AssertionError("cross-validated for intervals nobody asked for")
+
+    monkeypatch.setattr(intervals_module, "reference_intervals", must_not_validate)
+    label = "DeepSeek-R1-Distill-Qwen-32B on 8x RTX-4090"
+    result = CliRunner().invoke(app, ["sim", "run", "--config", label, "--qps", "2",
+                                      "--num-prompts", "20", "--build-dir", str(tmp_path),
+                                      "--confidence", "0"])
+    assert result.exit_code == 0, result.output
+    assert "prediction intervals" not in result.stderr
+    result = _invoke("sim", "run", "--config", label, "--qps", "2", "--confidence", "1")
+    assert result.exit_code == 2 and "expected a confidence in [0, 1)" in result.output
 
 
 @pytest.mark.parametrize(("label", "expected"), [
