@@ -63,10 +63,9 @@ ROOFLINE_ONLY = "roofline floor only (uncalibrated)"
 class ClassRate:
     """SLO-safe request rate (req/s) of one replica for one traffic class, with an interval,
     and what limits it (``slo``, ``throughput``, ``memory`` or ``tensor parallelism``; ``slo``
-    covers every
-    steady-state search that stopped below the burst throughput, whether the next rate missed
-    the latency limit or had an unstable queue: ``SteadyStateRate.limited_by`` tells them
-    apart)."""
+    covers every steady-state search that stopped below the burst throughput, whether the next
+    rate missed the latency limit or had an unstable queue: ``SteadyStateRate.limited_by``
+    tells them apart)."""
 
     rate_rps: float
     low_rps: float

@@ -55,7 +55,12 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from hgresearch.data.catalogs import hardware_catalog, model_row, normalize_gpu_name
+from hgresearch.data.catalogs import (
+    CatalogKeyError,
+    hardware_catalog,
+    model_row,
+    normalize_gpu_name,
+)
 from hgresearch.errors import InputError
 from hgresearch.identity import config_label
 from hgresearch.sim.calibrate import (
@@ -142,8 +147,12 @@ class ConfigPhysics:
 def tensor_parallel_problem(model: str, gpu_count: int) -> str | None:
     """Why vLLM cannot serve ``model`` with tensor parallelism over ``gpu_count`` GPUs, or
     None: it splits the attention heads evenly across the GPUs and refuses a degree that does
-    not divide them."""
-    heads = int(model_row(model).num_attention_heads)
+    not divide them. None too for a model ``model_architectures.csv`` does not hold (a user's
+    calibration file may bring its own architecture): nothing to check it against."""
+    try:
+        heads = int(model_row(model).num_attention_heads)
+    except CatalogKeyError:
+        return None
     n = int(gpu_count)
     if n >= 1 and heads % n == 0:
         return None

@@ -25,6 +25,7 @@ from hgresearch.sim.step_model import (
     coefficients_for,
     config_physics,
     fit_gpu,
+    tensor_parallel_problem,
 )
 from hgresearch.sim.validation import _folds
 
@@ -53,6 +54,9 @@ def test_physics_follow_the_datasheet_and_tensor_parallelism():
     # 40 attention heads: vLLM cannot split them over 3 GPUs
     with pytest.raises(InputError, match="needs 3 to divide DeepSeek-R1-Distill-Qwen-14B's 40 attention"):
         config_physics("DeepSeek-R1-Distill-Qwen-14B", GPU, 3)
+    # a model the catalog does not hold (a calibration file's own architecture): unchecked
+    assert tensor_parallel_problem("my-own-model", 3) is None
+    assert tensor_parallel_problem("DeepSeek-R1-Distill-Qwen-14B", 8) is None
 
 
 @pytest.mark.parametrize(("count", "per_call"), [(2, 1.0), (4, 1.5), (8, 2.25)])
