@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from hgresearch.executors import Executor
     from hgresearch.sim.calibrate import Calibration
     from hgresearch.sim.fleet import SimReplica
+    from hgresearch.sim.intervals import PredictionIntervals
     from hgresearch.sim.user_calibration import UserCalibration
 
 
@@ -65,8 +66,15 @@ def sim_fleet(
     price: PriceOverrides = None,
     tdp: TdpOverrides = None,
     allow_large: AllowLarge = False,
+    confidence: Annotated[float, typer.Option(
+        help="Confidence of the prediction intervals and of the stress run printed after the "
+             "summary (0: neither). Both come from the shared step-time model's leave-one-"
+             "configuration-out residuals: the first use runs that cross-validation "
+             "(minutes), then it is cached in --build-dir.")] = 0.9,
 ) -> None:
-    """Simulate a fleet at one request rate; print per-replica and overall summaries.
+    """Simulate a fleet at one request rate; print per-replica and overall summaries, the
+    --confidence prediction intervals of the replicas the shared step-time model calibrates,
+    and a stress run of the same traffic with every step as slow as the interval's slow end.
 
     The work (memory and time from --num-prompts and the fleet's replicas) is estimated
     before anything is calibrated: over 4 GB or 1 hour is refused without --allow-large. A
@@ -87,8 +95,15 @@ def sim_fleet(
     from hgresearch.bench.options import parse_workload_option
     from hgresearch.bench.prompts import build_requests
     from hgresearch.errors import InputError
-    from hgresearch.sim.fleet import ROOFLINE_ONLY, fleet_summary, sim_replicas, simulate_fleet
+    from hgresearch.sim.fleet import (
+        ROOFLINE_ONLY,
+        fleet_summary,
+        sim_replicas,
+        simulate_fleet,
+        with_slower_steps,
+    )
     from hgresearch.sim.fleet_spec import load_fleet
+    from hgresearch.sim.intervals import reference_intervals
     from hgresearch.traffic.arrivals import arrival_offsets_ns
     from hgresearch.traffic.routing import make_policy
 
@@ -96,6 +111,9 @@ def sim_fleet(
         raise InputError(f"--num-prompts: expected an integer >= 1, got {num_prompts}")
     if not qps > 0:
         raise InputError(f"--qps: expected a rate > 0, got {qps}")
+    if not 0 <= confidence < 1:
+        raise InputError(f"expected a confidence in [0, 1), got {confidence:g}",
+                         field="--confidence")
     from hgresearch.bounds import check_work
     from hgresearch.sim.calibration_file import parse_gpu_values, read_candidate_files
     from hgresearch.sim.run import run_estimate
@@ -129,6 +147,65 @@ def sim_fleet(
     typer.echo(f"fleet {fleet_file}, policy {policy.value}, {qps:g} req/s, "
                f"{num_prompts} requests, seed {seed}")
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if confidence == 0:
+        return
+    if not any(replica.shared_model for replica in replicas):
+        typer.echo("note: no prediction interval and no stress run: no replica runs the shared "
+                   "step-time model, whose held-out residuals they come from", err=True)
+        return
+    typer.echo("... prediction intervals (the reference cross-validation, cached in "
+               "--build-dir; minutes on first use)", err=True)
+    intervals = reference_intervals(build_dir, reference)
+    lines, without = fleet_interval_lines(table, replicas, intervals, confidence)
+    for line in lines:
+        typer.echo(line)
+    factor = intervals.step_time_factor(confidence)
+    with progress_bar(num_prompts, "simulated requests (stress)", estimate.time_s) as advance:
+        stressed = simulate_fleet(with_slower_steps(replicas, factor), router_policy,
+                                  arrivals_s, [s.prompt_len for s in specs],
+                                  [s.output_len for s in specs], on_completions=advance)
+    typer.echo(f"stress: the same requests with every step and request-path delay "
+               f"x{factor:.3g} (the slow end of the {confidence:.0%} step-time interval, "
+               "one-sided)")
+    typer.echo(fleet_summary(stressed, replicas, tdp_w_by_gpu=tdps)[
+        list(STRESS_COLUMNS)].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if without:
+        typer.echo(f"note: no prediction interval for {', '.join(without)}: its step times are "
+                   "not the shared step-time model's, whose held-out residuals the intervals "
+                   "come from; the stress run slows it down by the same factor", err=True)
+
+
+#: Columns of ``sim fleet``'s summary (summary.json keys) with a prediction interval.
+FLEET_INTERVAL_COLUMNS = ("request_throughput", "mean_tpot_ms", "p50_ttft_ms", "p90_ttft_ms",
+                          "p99_ttft_ms")
+#: Columns of ``sim fleet``'s stress table.
+STRESS_COLUMNS = ("replica", "completed", "request_throughput", "mean_tpot_ms", "p50_ttft_ms",
+                  "p90_ttft_ms", "p99_ttft_ms", "p99_e2el_ms")
+
+
+def fleet_interval_lines(table: pd.DataFrame, replicas: list[SimReplica],
+                         intervals: PredictionIntervals, confidence: float
+                         ) -> tuple[list[str], list[str]]:
+    """``sim fleet``'s interval lines, and the names of the replicas without an interval: per
+    replica whose step times are the shared model's
+    (:attr:`SimReplica.shared_model <hgresearch.sim.fleet.SimReplica.shared_model>`), each
+    value of :data:`FLEET_INTERVAL_COLUMNS` with its ``confidence`` interval
+    (:func:`hgresearch.sim.intervals.summary_intervals`). The residuals are those of one
+    configuration's prediction: the fleet's overall row gets none."""
+    from hgresearch.sim.intervals import summary_intervals
+
+    lines = [f"{confidence:.0%} prediction intervals ({intervals.source}):"]
+    without = []
+    rows = table[table.replica != "all"]
+    for replica, (_, row) in zip(replicas, rows.iterrows(), strict=True):
+        if not replica.shared_model:
+            without.append(replica.name)
+            continue
+        summary = {key: row[key] for key in FLEET_INTERVAL_COLUMNS}
+        parts = [f"{key} {summary[key]:.4g} [{low:.4g}, {high:.4g}]" for key, (low, high)
+                 in summary_intervals(intervals, summary, confidence).items()]
+        lines.append(f"  {replica.name}: {'; '.join(parts)}")
+    return lines, without
 
 
 @contextlib.contextmanager

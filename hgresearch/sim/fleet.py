@@ -67,6 +67,10 @@ class SimReplica:
     #: Constant request-path delay (HTTP, tokenisation) added to every request's first token
     #: and completion: the calibration's fitted ``ttft_offset_s`` (0 otherwise).
     ttft_offset_s: float = 0.0
+    #: Whether the step times are the shared step-time model's (a measured configuration's or
+    #: a prediction): the replicas whose predictions the reference intervals
+    #: (:func:`hgresearch.sim.intervals.reference_intervals`, its held-out residuals) cover.
+    shared_model: bool = False
 
     @property
     def price_usd_per_h(self) -> float:
@@ -141,7 +145,7 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
     # (hgresearch.sim.step_model.calibration_for) instead of the roofline floor alone, when
     # the reference calibrations loaded here come from that model (not when the caller chose
     # the calibrations, possibly none).
-    from hgresearch.sim.step_model import SHARED_MODEL
+    from hgresearch.sim.step_model import PREDICTED_UNMEASURED, SHARED_MODEL
 
     predict_unmeasured = not chosen and any(
         fit.extra.get("source") == SHARED_MODEL for fit in (fits or {}).values())
@@ -173,6 +177,8 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
             raise InputError(f"{spec.name}: {err.reason}", file=spec.file, line=spec.line,
                              field=err.field or "config") from None
         ttft_offset_s = 0.0
+        shared_model = (fit is not None and label not in user
+                        and fit.extra.get("source") in (SHARED_MODEL, PREDICTED_UNMEASURED))
         if fit is not None:
             step: StepTimeModel = fit.coefficients.step_model(fit.replica)
             ttft_offset_s = fit.coefficients.ttft_offset_s
@@ -193,7 +199,45 @@ def sim_replicas(fleet: Fleet, fits: Mapping[str, Calibration] | None = None, *,
             capacity_weight=spec.capacity_weight or default_capacity_weight(step),
             gpu_name=spec.gpu_name, num_gpus=spec.num_gpus, price_usd_per_gpu_h=float(price),
             max_outstanding=spec.max_outstanding, step_time_source=source,
-            ttft_offset_s=ttft_offset_s))
+            ttft_offset_s=ttft_offset_s, shared_model=shared_model))
+    return out
+
+
+def with_slower_steps(replicas: list[SimReplica], step_time_factor: float
+                      ) -> list[SimReplica]:
+    """The replicas with every engine step and request-path delay ``step_time_factor`` times
+    as long (the slow end of a step-time interval), as
+    :meth:`Calibration.scaled <hgresearch.sim.calibrate.Calibration.scaled>` scales a
+    calibration: the linear coefficients times the factor, the roofline floor's bandwidth and
+    peak FLOPs divided by it. Capacity weights stay: every replica slows down alike, so their
+    ratios, which the routers weigh by, do not change.
+
+    Raises:
+        InputError: for a factor that is not a positive number, or a replica whose step model
+            is not linear (nothing to scale).
+    """
+    if not (math.isfinite(step_time_factor) and step_time_factor > 0):
+        raise InputError(f"expected a positive step-time factor, got {step_time_factor}",
+                         field="step_time_factor")
+    out = []
+    for replica in replicas:
+        model = replica.step_model
+        if not isinstance(model, LinearStepTimeModel):
+            raise InputError(f"{replica.name}: its step model "
+                             f"({type(model).__name__}) cannot be slowed down",
+                             field="step_model")
+        floor = model.floor
+        if floor is not None:
+            floor = replace(floor,
+                            bandwidth_bytes_per_s=floor.bandwidth_bytes_per_s / step_time_factor,
+                            peak_flops_per_s=floor.peak_flops_per_s / step_time_factor)
+        slower = LinearStepTimeModel(
+            c0_s=model.c0_s * step_time_factor,
+            c_prefill_s_per_token=model.c_prefill_s_per_token * step_time_factor,
+            c_decode_s_per_seq=model.c_decode_s_per_seq * step_time_factor,
+            c_kv_s_per_token=model.c_kv_s_per_token * step_time_factor, floor=floor)
+        out.append(replace(replica, step_model=slower,
+                           ttft_offset_s=replica.ttft_offset_s * step_time_factor))
     return out
 
 

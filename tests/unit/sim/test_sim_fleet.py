@@ -4,6 +4,7 @@ test_fleet_spec.py)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -280,7 +281,90 @@ def test_cli_sim_fleet_uses_the_calibration_and_notes_the_rest(
     assert result.exit_code == 0, result.output
     assert seen["build_dir"] == tmp_path
     notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and "2x RTX-4090: no calibration" in notes[0]
+    assert len(notes) == 2 and "2x RTX-4090: no calibration" in notes[0]
+    # the stand-in is not the shared step-time model's: no interval, no stress run
+    assert notes[1].startswith("note: no prediction interval and no stress run")
     h100_row = next(line for line in result.stdout.splitlines() if line.startswith(H100_LABEL))
     p50_ttft_ms = float(h100_row[len(H100_LABEL):].split()[5])
     assert p50_ttft_ms >= 300.0  # the stand-in's 0.3 s request-path delay
+
+
+# --- intervals and the stress run ---------------------------------------------------------------
+
+
+def test_slower_steps_are_the_same_run_on_a_slower_clock() -> None:
+    """Every step and delay ``f`` times as long with every arrival ``f`` times as late is the
+    same run with every time × ``f`` (the identity the slow end rests on): the router sees the
+    same outstanding work at every arrival, so it makes the same choices."""
+    from hgresearch.sim.fleet import with_slower_steps
+
+    factor = 1.37
+    replicas = [SimReplica(**{**vars(r), "ttft_offset_s": 0.05}) for r in _fleet()]
+    arrivals, prompts, outputs = _workload(150, seed=4, rate=30.0)
+    base = simulate_fleet(replicas, JoinShortestQueue(), arrivals, prompts, outputs)
+    slow = simulate_fleet(with_slower_steps(replicas, factor), JoinShortestQueue(),
+                          arrivals * factor, prompts, outputs)
+    assert (slow.replica.to_numpy() == base.replica.to_numpy()).all()
+    np.testing.assert_allclose(slow.ttft_ms, base.ttft_ms * factor, rtol=1e-6)
+    np.testing.assert_allclose(slow.e2el_ms, base.e2el_ms * factor, rtol=1e-6)
+    # the same arrivals on slower steps: every request waits at least as long
+    stressed = simulate_fleet(with_slower_steps(replicas, factor), JoinShortestQueue(),
+                              arrivals, prompts, outputs)
+    assert stressed.ttft_ms.quantile(0.9) > base.ttft_ms.quantile(0.9)
+    with pytest.raises(InputError, match="expected a positive step-time factor"):
+        with_slower_steps(replicas, 0.0)
+
+
+def test_cli_sim_fleet_prints_intervals_and_a_stress_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-ins: a shared-model calibration of the H100 replica (a real fit takes minutes)
+    and the intervals' residuals (every metric 20 % too low to 50 % too high: intervals
+    [p / 1.5, p / 0.8] and a slow end of 1 / 0.8 = 1.25; the reference cross-validation takes
+    minutes). The RTX replica's step times are the fleet file's: no interval, a note, slowed
+    all the same."""
+    from typer.testing import CliRunner
+
+    from hgresearch.cli import app
+    from hgresearch.sim import fleet as fleet_module
+    from hgresearch.sim import intervals as intervals_module
+    from hgresearch.sim.step_model import SHARED_MODEL
+
+    shared = _stand_in_calibration(ttft_offset_s=0.01)
+    shared.extra["source"] = SHARED_MODEL
+    monkeypatch.setattr(fleet_module, "fleet_calibrations",
+                        lambda *args, **kwargs: {H100_LABEL: shared})
+    residuals = dict.fromkeys(intervals_module.VALIDATION_METRIC, [-0.2, 0.0, 0.5] * 10)
+    monkeypatch.setattr(intervals_module, "reference_intervals", lambda *args, **kwargs:
+                        intervals_module.PredictionIntervals(residuals, "stand-in residuals"))
+    path = tmp_path / "fleet.yaml"
+    path.write_text(f"replicas:\n  - config: {H100_LABEL}\n"
+                    "  - config: DeepSeek-R1-Distill-Qwen-14B on 2x RTX-4090\n"
+                    "    step_time: {c0_s: 0.03, c_decode_s_per_seq: 3.0e-4}\n")
+    args = ["sim", "fleet", str(path), "--qps", "6", "--num-prompts", "120",
+            "--build-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    h100_row = next(line for line in out if line.startswith(H100_LABEL))
+    p90 = float(h100_row[len(H100_LABEL):].split()[6])
+    start = out.index("90% prediction intervals (stand-in residuals):")
+    line = out[start + 1]
+    assert line.startswith(f"  {H100_LABEL}: request_throughput ")
+    value, low, high = map(float, re.search(r"p90_ttft_ms (\S+) \[(\S+), (\S+)\]",
+                                            line).groups())
+    assert value == p90 and low == pytest.approx(p90 / 1.5, rel=1e-3)
+    assert high == pytest.approx(p90 / 0.8, rel=1e-3)
+    stress = out.index("stress: the same requests with every step and request-path delay x1.25 "
+                       "(the slow end of the 90% step-time interval, one-sided)")
+    assert stress == start + 2  # one interval line: the RTX replica has none
+    assert out[stress + 1].split()[:3] == ["replica", "completed", "request_throughput"]
+    stressed_h100 = next(row for row in out[stress:] if row.startswith(H100_LABEL))
+    assert float(stressed_h100[len(H100_LABEL):].split()[5]) >= p90
+    assert out[-1].split()[:2] == ["all", "120"]
+    assert "note: no prediction interval for DeepSeek-R1-Distill-Qwen-14B on 2x RTX-4090" in (
+        result.stderr)
+    quiet = CliRunner().invoke(app, [*args, "--confidence", "0"])
+    assert quiet.exit_code == 0 and "stress" not in quiet.stdout
+    assert "prediction interval" not in quiet.output
+    bad = CliRunner().invoke(app, [*args, "--confidence", "1"])
+    assert bad.exit_code == 2 and "expected a confidence in [0, 1)" in bad.output
