@@ -35,6 +35,8 @@ class Matrices:
     #: (K, J) the capacity column before the headroom, and the nominal ``rate_rps``
     slow_rps: np.ndarray | None = None
     nominal_rps: np.ndarray | None = None
+    #: (K, J) what limits each rate (the capacity table's ``limited_by``; None without one)
+    limited_by: np.ndarray | None = None
 
 
 def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
@@ -55,6 +57,8 @@ def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
     nominal_table = indexed["rate_rps"] if "rate_rps" in indexed else table
     cap = np.zeros((len(classes), len(labels)))
     nominal = np.zeros_like(cap)
+    limits = indexed["limited_by"] if "limited_by" in indexed else None
+    limited_by = np.full(cap.shape, "", dtype=object)
     for k, name in enumerate(classes):
         for j, label in enumerate(labels):
             if (name, label) not in table.index:
@@ -63,6 +67,8 @@ def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
             cap[k, j] = float(table[(name, label)]) * (capacity_scale or {}).get((name, label),
                                                                                  1.0)
             nominal[k, j] = float(nominal_table[(name, label)])
+            if limits is not None:
+                limited_by[k, j] = str(limits[(name, label)])
     slow = cap.copy()
     cap = cap * (1.0 - headroom)
     share = np.array([s.share * length.fraction for s, length in keys])
@@ -103,4 +109,5 @@ def matrices(problem: PlanProblem, capacities: pd.DataFrame, *,
     return Matrices(labels=labels, classes=classes, slo_of_class=[s.name for s, _ in keys],
                     cap_rps=cap, cost_usd_per_h=cost, carbon_g_per_h=carbon, demand_rps=demand,
                     tokens_per_request=tokens, max_replicas=np.maximum(upper, 0),
-                    gpu_caps=gpu_caps, cap_notes=notes, slow_rps=slow, nominal_rps=nominal)
+                    gpu_caps=gpu_caps, cap_notes=notes, slow_rps=slow, nominal_rps=nominal,
+                    limited_by=limited_by if limits is not None else None)

@@ -262,14 +262,30 @@ def _plan(problem: PlanProblem, options: SolveOptions, m: Matrices, n: np.ndarra
                 nominal_cap_rps=m.nominal_rps, slow_cap_rps=m.slow_rps)
 
 
+#: Why a candidate cannot serve a class at any rate, by the capacity table's ``limited_by``
+#: (:mod:`hgresearch.plan.replica_rates`): these say more than "misses its SLO".
+CANNOT_SERVE = {"memory": "the weights leave no KV cache room for one request",
+                "tensor parallelism": "vLLM cannot split the model's attention heads over "
+                                      "its GPUs"}
+
+
 def _check_servable(problem: PlanProblem, m: Matrices) -> None:
-    """Every class with demand must be servable by some candidate at all."""
+    """Every class with demand must be servable by some candidate at all; the error names why
+    each candidate cannot (:data:`CANNOT_SERVE`) where the capacity table says."""
     for k, name in enumerate(m.classes):
         if m.demand_rps[k].max() > 0 and not (m.cap_rps[k] > 0).any():
+            limits = m.limited_by[k] if m.limited_by is not None else [""] * len(m.labels)
+            reasons = {m.labels[j]: CANNOT_SERVE[str(limit)]
+                       for j, limit in enumerate(limits) if str(limit) in CANNOT_SERVE}
+            if len(reasons) == len(m.labels):
+                raise InputError(f"class {name!r}: no candidate configuration can serve it: "
+                                 + "; ".join(f"{label}: {why}" for label, why in reasons.items()),
+                                 field="candidates")
             slo = next(s for s in problem.slo_classes if s.name == m.slo_of_class[k])
+            why = "".join(f"; {label}: {reason}" for label, reason in reasons.items())
             raise InputError(f"class {name!r}: no candidate configuration meets its SLO "
                              f"({slo.describe()}) even at a low rate, or holds one request in "
-                             f"its KV cache (candidates: {', '.join(m.labels)})",
+                             f"its KV cache (candidates: {', '.join(m.labels)}){why}",
                              field="slo_classes")
 
 

@@ -68,6 +68,34 @@ def test_class_no_configuration_can_serve_is_named() -> None:
         solve(problem, rate_table(problem, caps))
 
 
+def test_a_class_no_candidate_can_serve_at_all_says_why() -> None:
+    """Rate 0 because of memory or tensor parallelism (the capacity table's limited_by) is
+    not "misses its SLO": the error names each candidate's reason."""
+    problem = PlanProblem(MODEL, Demand.steady(5.0), LENGTHS, SLOS, CANDIDATES)
+    caps = random_rates(np.random.default_rng(0), problem)
+    for c in CANDIDATES:
+        caps[("chat/long", c.hardware)] = 0.0
+    table = rate_table(problem, caps)
+    table["limited_by"] = "slo"
+    long = table["class"] == "chat/long"
+    table.loc[long, "limited_by"] = "tensor parallelism"
+    table.loc[long & (table.config == CANDIDATES[0].label(MODEL)), "limited_by"] = "memory"
+    with pytest.raises(InputError) as err:
+        solve(problem, table)
+    message = str(err.value)
+    assert message.startswith("field 'candidates': class 'chat/long': no candidate "
+                              "configuration can serve it: "
+                              f"{CANDIDATES[0].label(MODEL)}: the weights leave no KV cache "
+                              "room for one request; ")
+    assert f"{CANDIDATES[1].label(MODEL)}: vLLM cannot split the model's attention heads" in (
+        message)
+    # one candidate that merely misses the SLO: the SLO message, with the others' reasons
+    table.loc[long & (table.config == CANDIDATES[1].label(MODEL)), "limited_by"] = "slo"
+    with pytest.raises(InputError, match=r"no candidate configuration meets its SLO .*; "
+                                         + CANDIDATES[0].label(MODEL)):
+        solve(problem, table)
+
+
 def test_carbon_budget_below_the_greenest_plan_is_explained() -> None:
     problem = PlanProblem(MODEL, Demand.steady(5.0), LENGTHS, SLOS, CANDIDATES)
     caps_table = rate_table(problem, random_rates(np.random.default_rng(1), problem))
