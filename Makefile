@@ -6,7 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install reproduce paper test test-fast typecheck lint clean vllm-cpu test-integration sweep-cpu fleet-cpu lab
 
-$(STAMP): pyproject.toml
+# setup.py compiles these simulator modules (hgresearch/sim/compiled.py): an edit rebuilds them
+COMPILED_SOURCES := $(addprefix hgresearch/sim/,entities.py step_time.py scheduler.py simulator.py compiled.py)
+
+$(STAMP): pyproject.toml setup.py $(COMPILED_SOURCES)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'

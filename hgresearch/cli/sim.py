@@ -362,9 +362,15 @@ def progress_bar(total: int, unit: str, estimated_s: float
         return
     from tqdm import tqdm
 
-    with tqdm(total=total, unit=f" {unit}", file=sys.stderr, mininterval=1.0,
-              dynamic_ncols=True) as bar:
-        yield bar.update
+    try:
+        with tqdm(total=total, unit=f" {unit}", file=sys.stderr, mininterval=1.0,
+                  dynamic_ncols=True) as bar:
+            yield bar.update
+    except KeyboardInterrupt:
+        # Ctrl-C can land inside tqdm's own code (drawing the bar, before its close() ends
+        # the line): the error line that follows starts on a line of its own
+        sys.stderr.write("\n")
+        raise
 
 
 def _run_calibration(config: str | None, candidate_files: list[Path] | None,

@@ -9,7 +9,16 @@ scheduling of one engine step), :mod:`~hgresearch.sim.step_time` (how long a ste
 (:mod:`hgresearch.traffic.routing`). Plain Python and
 numpy; reads the catalogs and the run-folder layer's requests-table definition, never the
 measurement side (``hgresearch.bench``). See docs/simulator.md.
+
+``COMPILED``: whether the mypyc-compiled copies of the hot path run
+(:mod:`hgresearch.sim.compiled`; decided here, before anything imports them).
 """
+
+# ruff: noqa: E402 - the imports below must follow activate(): it decides what they load
+from hgresearch.sim import compiled as _compiled
+
+COMPILED: bool = _compiled.activate()
+
 
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.replica_limits import (
@@ -37,7 +46,8 @@ from hgresearch.sim.step_time import (
 )
 
 __all__ = [
-    "SIMULATED", "ConstantStepTimeModel", "LinearStepTimeModel", "ReplicaConfig", "ReplicaRun",
+    "COMPILED", "SIMULATED", "ConstantStepTimeModel", "LinearStepTimeModel", "ReplicaConfig",
+    "ReplicaRun",
     "RooflineFloor", "SimRequest", "StepTimeModel", "VllmV1Scheduler", "kv_bytes_per_token",
     "make_requests", "num_kv_blocks_from_memory", "replica_config_from_catalogs",
     "requests_frame", "roofline_floor_from_catalogs", "run_replica", "run_replicas",

@@ -42,7 +42,7 @@ from hgresearch.sim.replica_limits import (
     roofline_floor_from_catalogs,
     weights_bytes,
 )
-from hgresearch.sim.simulator import make_requests, run_replica
+from hgresearch.sim.simulator import cyclic_gc_paused, make_requests, run_replica
 from hgresearch.sim.step_time import LinearStepTimeModel, RooflineFloor
 
 #: Summary columns (runs-table names) the calibration matches and the validation reports.
@@ -231,9 +231,10 @@ class SimulatedTimes:
 def simulate_times(replica: Replica, coefficients: StepCoefficients,
                    workload: Workload) -> SimulatedTimes:
     """Simulate ``workload`` on ``replica``; the per-request times as arrays."""
-    requests = make_requests(replica.config, workload.arrivals_s, workload.prompt_tokens,
-                             workload.output_tokens)
-    run_replica(replica.config, coefficients.step_model(replica), requests)
+    with cyclic_gc_paused():
+        requests = make_requests(replica.config, workload.arrivals_s, workload.prompt_tokens,
+                                 workload.output_tokens)
+        run_replica(replica.config, coefficients.step_model(replica), requests)
     return SimulatedTimes(
         arrivals_s=np.fromiter((r.arrival_s for r in requests), float, len(requests)),
         first_token_s=np.fromiter((r.first_token_s for r in requests), float, len(requests)),

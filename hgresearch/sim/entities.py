@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from hgresearch.errors import InputError
+from hgresearch.sim.compiled import reduce_by_fields
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class ReplicaConfig:
             raise InputError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
                 f"max_num_seqs ({self.max_num_seqs})", field="max_num_batched_tokens")
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return reduce_by_fields(self)  # the compiled class's own pickling fails (frozen)
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -74,3 +78,6 @@ class SimRequest:
     #: Traffic class the router sees
     #: (:attr:`hgresearch.traffic.routing.RouteRequest.request_class`).
     request_class: str = ""
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return reduce_by_fields(self)  # readable by the compiled and the source class

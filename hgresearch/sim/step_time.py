@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from hgresearch.sim.compiled import reduce_by_fields
+
 
 class StepTimeModel(Protocol):
     """Duration (s) of one engine step."""
@@ -28,6 +30,9 @@ class ConstantStepTimeModel:
     """Every step takes ``step_s`` (for closed-form checks against queueing theory)."""
 
     step_s: float
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return reduce_by_fields(self)  # the compiled class's own pickling fails (frozen)
 
     def step_time_s(self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int) -> float:
         """``step_s``, whatever the step does."""
@@ -48,6 +53,9 @@ class RooflineFloor:
     flops_per_token: float
     peak_flops_per_s: float
 
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return reduce_by_fields(self)  # the compiled class's own pickling fails (frozen)
+
     def floor_s(self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int) -> float:
         """The bound (s) for one step."""
         memory_s = ((self.weights_bytes + self.kv_bytes_per_token * kv_tokens_read)
@@ -66,6 +74,9 @@ class LinearStepTimeModel:
     c_decode_s_per_seq: float = 0.0
     c_kv_s_per_token: float = 0.0
     floor: RooflineFloor | None = None
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return reduce_by_fields(self)  # the compiled class's own pickling fails (frozen)
 
     def step_time_s(self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int) -> float:
         """The linear time, at least the roofline floor."""
@@ -106,3 +117,6 @@ class DecodeOnlyTerms:
     floor_bytes_per_kv_token: float
     floor_bandwidth_bytes_per_s: float
     floor_compute_s: float
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return reduce_by_fields(self)  # the compiled class's own pickling fails (frozen)
