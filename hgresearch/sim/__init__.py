@@ -6,9 +6,10 @@ scheduling of one engine step), :mod:`~hgresearch.sim.step_time` (how long a ste
 :mod:`~hgresearch.sim.replica_limits` (KV blocks and roofline from the catalogs) and
 :mod:`~hgresearch.sim.simulator` (the event loop and the requests table);
 :mod:`~hgresearch.sim.fleet` puts several replicas behind a routing policy
-(:mod:`hgresearch.traffic.routing`). Plain Python and
-numpy; reads the catalogs and the run-folder layer's requests-table definition, never the
-measurement side (``hgresearch.bench``). See docs/simulator.md.
+(:mod:`hgresearch.traffic.routing`). Typed Python and numpy, the hot path compiled with
+mypyc where it can (:mod:`~hgresearch.sim.compiled`); reads the catalogs and the run-folder
+layer's requests-table definition, never the measurement side (``hgresearch.bench``). See
+docs/simulator.md.
 
 ``COMPILED``: whether the mypyc-compiled copies of the hot path run
 (:mod:`hgresearch.sim.compiled`; decided here, before anything imports them).
@@ -18,7 +19,6 @@ measurement side (``hgresearch.bench``). See docs/simulator.md.
 from hgresearch.sim import compiled as _compiled
 
 COMPILED: bool = _compiled.activate()
-
 
 from hgresearch.sim.entities import ReplicaConfig, SimRequest
 from hgresearch.sim.replica_limits import (
