@@ -1,6 +1,7 @@
 """A plain (non-editable) install works: the catalogs and the reference checksums are package
-data. Builds a wheel from the package sources alone, installs it into a temporary venv and
-imports it from outside the repository."""
+data, and the simulator's hot path comes compiled (setup.py, hgresearch/sim/compiled.py).
+Builds a wheel from the package sources alone, installs it into a temporary venv and imports it
+from outside the repository."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ CHECK = textwrap.dedent("""
     import json, sys, sysconfig
     from pathlib import Path
     import hgresearch
+    import hgresearch.sim
     from hgresearch.data import catalogs, reference
     loaders = [catalogs.hardware_catalog, catalogs.price_catalog, catalogs.model_catalog,
                catalogs.power_model_catalog, catalogs.grid_catalog, catalogs.embodied_catalog,
@@ -30,6 +32,8 @@ CHECK = textwrap.dedent("""
         "rows": [len(load()) for load in loaders],
         "checksums": len(reference.DATASETS["ionet-aibc2025"].checksums()),
         "cache_dir": str(reference.cache_dir()),
+        "compiled": hgresearch.sim.COMPILED,
+        "scheduler": hgresearch.sim.scheduler.__file__,
     }))
 """)
 
@@ -44,10 +48,11 @@ def test_wheel_install_finds_catalogs_and_checksums(tmp_path):
     assert not missing, f"the dev extras' build tools are missing ({missing}): run make install"
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO_ROOT / name, source / name)
+    # the sources only: not the checkout's own compiled copies and their manifest
     shutil.copytree(REPO_ROOT / "hgresearch", source / "hgresearch",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "_compiled_sources.json"))
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "HGRESEARCH_CACHE_DIR", "PIP_REQUIRE_VIRTUALENV")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
@@ -78,5 +83,10 @@ def test_wheel_install_finds_catalogs_and_checksums(tmp_path):
     assert all(rows > 0 for rows in result["rows"]), result["rows"]
     assert result["rows"][-4:] == [20, 2, 2, 10]  # what the paper printed (paper_printed/)
     assert result["checksums"] == 120
+    # mypy (mypyc) comes with the dev extras, a C compiler with the machine: the wheel carries
+    # the compiled simulator and runs it
+    assert result["compiled"], result["scheduler"]
+    assert Path(result["scheduler"]).is_relative_to(purelib), result["scheduler"]
+    assert not result["scheduler"].endswith(".py"), result["scheduler"]
     # an installed package keeps its download cache out of site-packages
     assert not Path(result["cache_dir"]).is_relative_to(purelib), result["cache_dir"]
