@@ -55,7 +55,7 @@ def cyclic_gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the block (restored after; nested blocks
     are fine). A simulation allocates a request object per request and tuples per step, none
     in a reference cycle: the collector finds nothing, but its scans of every live object as
-    they age cost a tenth to a third of a steady-state search. Memory is still freed as
+    they age cost 10-40 % of a steady-state search. Memory is still freed as
     references drop. :func:`run_replica` and :func:`run_replicas` run inside one."""
     enabled = gc.isenabled()
     gc.disable()
@@ -96,8 +96,7 @@ def make_requests(
         if bad.any():
             i = int(np.argmax(bad))
             raise InputError(f"request {i}: expected {expected}", line=i + 1, field=field)
-    # .tolist(): Python floats at once (iterating the arrays makes a numpy scalar per value,
-    # most of this function's time in the steady-state searches); the same values
+    # .tolist(): Python numbers in one call instead of a numpy scalar per value (same values)
     return [SimRequest(i, a, int(p), int(o))  # index, arrival_s, prompt_tokens, output_tokens
             for i, (a, p, o) in enumerate(zip(arrivals.tolist(), prompts.tolist(),
                                               outputs.tolist(), strict=True))]
