@@ -34,21 +34,27 @@ def main() -> None:
         labels = labels[:args.configs]
         runs = runs[runs.apply(config_label, axis=1).isin(labels)]
     load = os.getloadavg()[0]
-    cpu_start = _cpu_s()
+    cpu_start = cpu_s()
     start = time.perf_counter()
     points = simulated_leave_one_qps_out(runs, n_jobs=args.jobs)
     seconds = time.perf_counter() - start
-    cpu_s = _cpu_s() - cpu_start
+    cpu_used_s = cpu_s() - cpu_start
     folds = points.groupby(["configuration", "held_out_qps"]).ngroups
     print(f"leave-one-QPS-out: {len(labels)} configurations, {folds} calibrations, "
           f"{seconds:.1f} s uncached with {args.jobs} process(es) "
           f"(goal: whole validation <= 60 s); load average {load:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after")
-    print(f"CPU time {cpu_s:.1f} s over all processes: {cpu_s / args.jobs:.1f} s of wall time "
-          f"with {args.jobs} otherwise idle core(s)")
+    print(cpu_time_line(cpu_used_s, args.jobs))
 
 
-def _cpu_s() -> float:
+def cpu_time_line(cpu_used_s: float, jobs: int) -> str:
+    """The CPU time of a timed part and the wall time it would take on ``jobs`` idle cores
+    (also used by slo_table_time.py)."""
+    return (f"CPU time {cpu_used_s:.1f} s over all processes: {cpu_used_s / jobs:.1f} s of "
+            f"wall time with {jobs} otherwise idle core(s)")
+
+
+def cpu_s() -> float:
     """User + system CPU seconds of this process and its finished children."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -1,12 +1,12 @@
 """Steady-state SLO table time (issue 18, item 8: all configurations × SLOs in ≤ 60 s on 2
-cores with a cold cache) — a benchmark, not a test: run it by hand.
+cores with a cold cache) — a benchmark, not a test: run it by hand, from the repository root.
 
-Calibrates every reference configuration first (cached in ``--build-dir``, as notebook 07
-does; the first run takes minutes), then times :func:`hgresearch.sim.slo_rate.slo_rate_table`
-uncached — the burst throughput, the steady-state rate search of every SLO, nominal and slow
-end, and the paper-protocol rates — and prints its wall time, the CPU time of all its
-processes, the load average and whether the compiled simulator ran
-(:mod:`hgresearch.sim.compiled`; ``HGRESEARCH_PURE_PYTHON=1`` runs the sources).
+Calibrates every reference configuration first (cached in ``build/``, as notebook 07 does; the
+first run takes minutes), then times :func:`hgresearch.sim.slo_rate.slo_rate_table` uncached
+— the burst throughput, the steady-state rate search of every SLO, nominal and slow end, and
+the paper-protocol rates — and prints its wall time, the CPU time of all its processes, the
+load average and whether the compiled simulator ran (:mod:`hgresearch.sim.compiled`;
+``HGRESEARCH_PURE_PYTHON=1`` runs the sources).
 
     PYTHONPATH=$PWD python benchmarks/slo_table_time.py [--jobs 2] [--configs N]
 """
@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import time
+
+from sim_validation_time import cpu_s, cpu_time_line  # this folder is on sys.path
 
 import hgresearch.sim
 from hgresearch.executors import Executor
+from hgresearch.sim.intervals import reference_intervals
 from hgresearch.sim.run import calibration_runs
 from hgresearch.sim.slo_rate import slo_rate_table
 from hgresearch.sim.validation import (
@@ -34,34 +36,26 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--configs", type=int, default=0,
                         help="only the first N configurations (0: all)")
-    parser.add_argument("--build-dir", default="build",
-                        help="where the calibrations are cached (default build)")
     args = parser.parse_args()
     runs = calibration_runs()
-    fits = calibrations_from(cached_cross_validation(runs, args.build_dir, n_jobs=args.jobs),
-                             runs)
+    # the calibrations and the step-time interval (slo_rate_table reads it from ./build) come
+    # from the cache: computed here on first use, outside the timed part
+    fits = calibrations_from(cached_cross_validation(runs, "build", n_jobs=args.jobs), runs)
+    reference_intervals()
     points = dict(configuration_points(runs))
     if args.configs:
         fits = dict(list(fits.items())[:args.configs])
     load = os.getloadavg()[0]
-    cpu_start = _cpu_s()
+    cpu_start = cpu_s()
     start = time.perf_counter()
     table = slo_rate_table(fits, points, executor=Executor.for_jobs(args.jobs))
     seconds = time.perf_counter() - start
-    cpu_s = _cpu_s() - cpu_start
+    cpu_used_s = cpu_s() - cpu_start
     print(f"SLO table: {len(fits)} configurations, {len(table)} rows, {seconds:.1f} s uncached "
           f"with {args.jobs} process(es) (goal <= 60 s), compiled simulator: "
           f"{hgresearch.sim.COMPILED}; load average {load:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after")
-    print(f"CPU time {cpu_s:.1f} s over all processes: {cpu_s / args.jobs:.1f} s of wall time "
-          f"with {args.jobs} otherwise idle core(s)")
-
-
-def _cpu_s() -> float:
-    """User + system CPU seconds of this process and its finished children."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    print(cpu_time_line(cpu_used_s, args.jobs))
 
 
 if __name__ == "__main__":
