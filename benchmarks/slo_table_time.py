@@ -23,7 +23,7 @@ import hgresearch.sim
 from hgresearch.executors import Executor
 from hgresearch.sim.intervals import reference_intervals
 from hgresearch.sim.run import calibration_runs
-from hgresearch.sim.slo_rate import slo_rate_table
+from hgresearch.sim.slo_rate import CONFIDENCE, slo_rate_table
 from hgresearch.sim.validation import (
     cached_cross_validation,
     calibrations_from,
@@ -38,17 +38,18 @@ def main() -> None:
                         help="only the first N configurations (0: all)")
     args = parser.parse_args()
     runs = calibration_runs()
-    # the calibrations and the step-time interval (slo_rate_table reads it from ./build) come
-    # from the cache: computed here on first use, outside the timed part
+    # the calibrations and the step-time interval come from the cache (./build): computed
+    # here on first use, outside the timed part
     fits = calibrations_from(cached_cross_validation(runs, "build", n_jobs=args.jobs), runs)
-    reference_intervals()
+    factor = reference_intervals("build").step_time_factor(CONFIDENCE)
     points = dict(configuration_points(runs))
     if args.configs:
         fits = dict(list(fits.items())[:args.configs])
     load = os.getloadavg()[0]
     cpu_start = cpu_s()
     start = time.perf_counter()
-    table = slo_rate_table(fits, points, executor=Executor.for_jobs(args.jobs))
+    table = slo_rate_table(fits, points, step_time_factor=factor,
+                           executor=Executor.for_jobs(args.jobs))
     seconds = time.perf_counter() - start
     cpu_used_s = cpu_s() - cpu_start
     print(f"SLO table: {len(fits)} configurations, {len(table)} rows, {seconds:.1f} s uncached "

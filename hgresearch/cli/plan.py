@@ -182,7 +182,7 @@ def plan(
     check_work(check_work_estimate(qps, check_duration, check_seeds), allow_large=allow_large)
     check_work(rates_work_estimate(problem, steady), allow_large=allow_large)
     runner = executor_of(executor, address)
-    intervals = reference_intervals()
+    intervals = reference_intervals(build_dir, source)
     factor = intervals.step_time_factor(confidence)
 
     def progress(line: str) -> None:

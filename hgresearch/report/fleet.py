@@ -100,7 +100,7 @@ def fleet_study(model: str, candidates: Sequence[Sequence[Any]],
     ``check_duration_s`` seconds of traffic, nominal and stressed."""
     from hgresearch.sim.intervals import reference_intervals
 
-    factor = reference_intervals().step_time_factor(confidence)
+    factor = reference_intervals(build_dir, reference_dir).step_time_factor(confidence)
     configs = tuple(Candidate(str(g), int(n)) for g, n in candidates)
     lengths = tuple(LengthClass(str(name), int(p), int(o), float(f))
                     for name, p, o, f in length_classes)

@@ -177,11 +177,12 @@ def method_comparison(paths: Sequence[str | Path], done: UserCalibration,
 
 
 def slo_capacity(calibration: CalibrationFile, limits_ms: Sequence[float],
-                 price_usd_per_gpu_h: float) -> pd.DataFrame:
+                 price_usd_per_gpu_h: float, *, step_time_factor: float) -> pd.DataFrame:
     """The SLO-capacity table of the calibrated configuration
-    (:func:`hgresearch.sim.slo_rate.slo_rate_table`: highest rate meeting each TTFT percentile
-    SLO, interval over three draws of the length mix) with the cost per 1M tokens at the given
-    price, and the capacity at the slow and the fast end of the coefficients' intervals
+    (:func:`hgresearch.sim.slo_rate.slo_rate_table`: highest steady-state rate meeting each
+    TTFT percentile SLO, nominal and with every step ``step_time_factor`` times slower, e.g.
+    :func:`slow_end_factor`) with the cost per 1M tokens at the given price, and the capacity
+    at the slow and the fast end of the coefficients' intervals
     (``capacity_slow_rps``, ``capacity_fast_rps``: every step coefficient at its high, resp.
     low, bound)."""
     import dataclasses
@@ -195,7 +196,7 @@ def slo_capacity(calibration: CalibrationFile, limits_ms: Sequence[float],
     points = calibration.points()
     table = slo_rate_table({calibration.config_label: fit},
                            {calibration.config_label: points}, slo_limits_ms=limits_ms,
-                           slo_metrics=SLO_METRICS)
+                           slo_metrics=SLO_METRICS, step_time_factor=step_time_factor)
     mean_in, mean_out = measured_mean_lengths(points)
     table["cost_usd_per_1m_tok"] = [
         cost_per_million_tok_at_rate_usd(t, calibration.gpu_count, price_usd_per_gpu_h)
@@ -304,9 +305,12 @@ def analyse_your_hardware(runs_path: str | Path, *, gpu_name: str, gpu_count: in
                                  calibration.file.gpu_name, price_usd_per_gpu_h, tdp_w)
     comparison = method_comparison([runs_path], calibration, label=hardware, model=model)
     steps = step_check_for(calibration.runs)
-    slo = slo_capacity(calibration.file, slo_limits_ms, price_usd_per_gpu_h)
+    # one slow end for the SLO table and the plan: the calibration's own held-out error
+    factor = slow_end_factor(calibration, confidence)
+    slo = slo_capacity(calibration.file, slo_limits_ms, price_usd_per_gpu_h,
+                       step_time_factor=factor)
     checked, capacities, compared, notes = plan_with_your_hardware(
-        calibration.file, step_time_factor=slow_end_factor(calibration, confidence),
+        calibration.file, step_time_factor=factor,
         demand_rps=demand_rps, slos=plan_slos,
         price_usd_per_gpu_h=price_usd_per_gpu_h,
         tdp_w=tdp_w if tdp_w is not None else math.nan, max_replicas=max_replicas,

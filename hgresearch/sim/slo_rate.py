@@ -13,8 +13,10 @@ for every configuration × SLO (the paper's SLO-capacity table, ``sim_slo_capaci
   replica stops keeping up) or ``latency`` (the next rate was stable but its percentile
   missed the limit) — :class:`hgresearch.sim.steady_state.SteadyStateRate`.
 * **Interval** (``slo_rate_low_qps`` to ``slo_rate_high_qps``): one-sided — the low end is the
-  same search with every step slower by the simulator's step-time interval at
-  :data:`CONFIDENCE` (:func:`hgresearch.sim.intervals.reference_intervals`,
+  same search with every step slower by the slow end of the step-time interval (the caller's
+  ``step_time_factor``: for the paper's configurations, that of the leave-one-configuration-out
+  residuals at :data:`CONFIDENCE`,
+  :meth:`hgresearch.sim.intervals.PredictionIntervals.step_time_factor`;
   :meth:`~hgresearch.sim.calibrate.Calibration.scaled`), the rate a planner may rely on; the
   high end is the nominal rate.
 * **The paper's protocol** (``paper_protocol_rate_qps``): what a 200-request run from an empty
@@ -209,22 +211,24 @@ def _configuration_rows(task: tuple[str, Calibration, pd.DataFrame, list[tuple[s
 def slo_rate_table(fits: dict[str, Calibration], points: dict[str, pd.DataFrame], *,
                    slo_limits_ms: Sequence[float] = DEFAULT_SLO_LIMITS_MS,
                    slo_metrics: Sequence[str] = DEFAULT_SLO_METRICS,
-                   scenario: str = "alternative", confidence: float = CONFIDENCE,
+                   step_time_factor: float, scenario: str = "alternative",
                    executor: Executor | None = None) -> pd.DataFrame:
     """One row per configuration × SLO: ``capacity_rps`` (burst throughput), ``slo_rate_qps``
-    (steady state), ``slo_rate_low_qps`` (steady state with every step slower by the step-time
-    interval's slow end at ``confidence``), ``limited_by``, ``paper_protocol_rate_qps`` (the
+    (steady state), ``slo_rate_low_qps`` (steady state with every step ``step_time_factor``
+    times slower: the slow end of the step-time interval, e.g.
+    ``intervals.step_time_factor(CONFIDENCE)`` of the calibration's held-out residuals),
+    ``limited_by``, ``paper_protocol_rate_qps`` (the
     200-request transient, for comparison with the paper), the best request throughput the
     configuration measured (``best_measured_rps``; ``points`` = its measured points by label,
     whose token totals set the length mix), and at the SLO rate the tokens per second
     (prompt + output) and their cost per 1M tokens and tokens per dollar under the
     ``scenario``'s hourly prices (NaN where the price catalog has no price, e.g. CPU).
     ``executor`` (default: this process) runs the configurations; the table is the same."""
-    from hgresearch.sim.intervals import reference_intervals
-
-    factor = reference_intervals().step_time_factor(confidence)
+    if not step_time_factor >= 1:
+        raise ValueError(f"step_time_factor must be >= 1 (the slow end), got {step_time_factor}")
     slos = [(m, float(limit)) for m in slo_metrics for limit in slo_limits_ms]
-    tasks = [(label, fit, points[label], slos, scenario, factor) for label, fit in fits.items()]
+    tasks = [(label, fit, points[label], slos, scenario, step_time_factor)
+             for label, fit in fits.items()]
     parts = (executor or Executor()).map(_configuration_rows, tasks)
     return pd.DataFrame([row for part in parts for row in part])
 

@@ -112,3 +112,42 @@ def test_agreement_table_counts_verdicts_per_point():
                               "metric": "p90_ttft_ms", "predicted": 123.0}])
     merged = agreement_table(measured_agreement({label: fit}, {label: points}), held_out)
     assert merged.held_out_ms.notna().sum() == 1
+
+
+def test_slo_table_slow_end_is_the_callers_factor_and_reads_no_build_folder(
+        tmp_path, monkeypatch) -> None:
+    """The slow end comes from the ``step_time_factor`` given (the calibration's own held-out
+    error): factor 1 gives the nominal rate, a larger one a lower rate; and the table never
+    reaches for the reference cross-validation in ``./build`` (it once did, whatever build
+    folder its caller used)."""
+    import hgresearch.sim.intervals as intervals
+    from hgresearch.sim.calibrate import Calibration, simulate_summary
+    from hgresearch.sim.replay import reference_workload
+    from hgresearch.sim.slo_rate import slo_rate_table
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("slo_rate_table read the reference intervals")
+
+    monkeypatch.setattr(intervals, "reference_intervals", refuse)
+    monkeypatch.chdir(tmp_path)
+    replica = replica_for("DeepSeek-R1-Distill-Qwen-14B", "H100-PCIe", 1)
+    coefficients = StepCoefficients(0.018, 3e-5, 1.5e-4, 0.004)
+    fit = Calibration(replica=replica, coefficients=coefficients, rel_se=(0.0, 0.0, 0.0),
+                      rates_qps=(2.0,), rms_log_error=0.0, num_simulations=0)
+    workload = reference_workload(4.0, 200, 200.0, 180.0)
+    points = pd.DataFrame([{"request_rate_qps": 4.0, "completed": 200,
+                            "total_input_tok": int(workload.prompt_tokens.sum()),
+                            "total_output_tok": int(workload.output_tokens.sum()),
+                            "request_throughput_rps": 3.9,
+                            **simulate_summary(replica, coefficients, workload)}])
+    label = replica.label
+    tables = {factor: slo_rate_table({label: fit}, {label: points}, slo_limits_ms=(300.0,),
+                                     slo_metrics=("p90_ttft_ms",), step_time_factor=factor)
+              for factor in (1.0, 1.3)}
+    nominal, slow = tables[1.0].iloc[0], tables[1.3].iloc[0]
+    assert nominal.slo_rate_low_qps == nominal.slo_rate_qps > 0
+    assert slow.slo_rate_qps == nominal.slo_rate_qps
+    assert 0 < slow.slo_rate_low_qps < 0.9 * slow.slo_rate_qps
+    assert not (tmp_path / "build").exists()
+    with pytest.raises(ValueError, match="step_time_factor"):
+        slo_rate_table({label: fit}, {label: points}, step_time_factor=0.9)
