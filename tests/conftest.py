@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ray_isolation import RAY_CHILD_ENV, RAY_ISOLATED_MODULES, RAY_WRAPPER_MODULE
 
 from hgresearch.data.ingest import read_runs
 from hgresearch.data.reference import ReferenceDataError
@@ -43,3 +44,24 @@ def ray_cluster():
              include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.hookimpl(trylast=True)  # after -k/-m have deselected what they deselect
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """When the wrapper (test_ray_isolated.py) is selected, it runs the Ray modules in a child
+    pytest; their in-process copies are deselected so that nothing runs twice. Running a Ray
+    module on its own (no wrapper selected) runs it in this process, as before."""
+    import os
+
+    if os.environ.get(RAY_CHILD_ENV):
+        return
+
+    def module(item: pytest.Item) -> str:
+        return item.path.resolve().relative_to(REPO_ROOT).as_posix()
+
+    if not any(module(item) == RAY_WRAPPER_MODULE for item in items):
+        return
+    inner = [item for item in items if module(item) in RAY_ISOLATED_MODULES]
+    if inner:
+        config.hook.pytest_deselected(items=inner)
+        items[:] = [item for item in items if module(item) not in RAY_ISOLATED_MODULES]
