@@ -42,7 +42,7 @@ from hgresearch.sim.replica_limits import (
     roofline_floor_from_catalogs,
     weights_bytes,
 )
-from hgresearch.sim.simulator import cyclic_gc_paused, make_requests, run_replica
+from hgresearch.sim.simulator import cyclic_gc_paused, make_requests, request_times, run_replica
 from hgresearch.sim.step_time import LinearStepTimeModel, RooflineFloor
 
 #: Summary columns (runs-table names) the calibration matches and the validation reports.
@@ -235,10 +235,11 @@ def simulate_times(replica: Replica, coefficients: StepCoefficients,
         requests = make_requests(replica.config, workload.arrivals_s, workload.prompt_tokens,
                                  workload.output_tokens)
         run_replica(replica.config, coefficients.step_model(replica), requests)
+    arrivals_s, first_token_s, done_s = request_times(requests)
     return SimulatedTimes(
-        arrivals_s=np.fromiter((r.arrival_s for r in requests), float, len(requests)),
-        first_token_s=np.fromiter((r.first_token_s for r in requests), float, len(requests)),
-        done_s=np.fromiter((r.done_s for r in requests), float, len(requests)),
+        arrivals_s=np.array(arrivals_s, dtype=float),
+        first_token_s=np.array(first_token_s, dtype=float),
+        done_s=np.array(done_s, dtype=float),
         output_tokens=np.asarray(workload.output_tokens, dtype="int64"),
         prompt_tokens=np.asarray(workload.prompt_tokens, dtype="int64"),
         min_duration_s=workload.min_duration_s)

@@ -46,7 +46,9 @@ class ReplicaConfig:
         return self.num_kv_blocks * self.block_size
 
 
-@dataclass(slots=True, eq=False)
+# init=False and the __init__ below: mypyc compiles a written __init__, whereas the one
+# dataclasses generates stays interpreted and made every compiled construction slower
+@dataclass(slots=True, eq=False, init=False)
 class SimRequest:
     """A request inside the simulator (mutable; identity-hashed).
 
@@ -78,6 +80,28 @@ class SimRequest:
     #: Traffic class the router sees
     #: (:attr:`hgresearch.traffic.routing.RouteRequest.request_class`).
     request_class: str = ""
+
+    def __init__(self, index: int, arrival_s: float, prompt_tokens: int, output_tokens: int,
+                 num_computed: int = 0, num_generated: int = 0, num_blocks: int = 0,
+                 rank: int = 0, decoding: bool = False, decode_base: int = 0,
+                 generation: int = 0, num_preemptions: int = 0, first_token_s: float = math.nan,
+                 done_s: float = math.nan, request_class: str = "") -> None:
+        """The fields in declaration order (what :func:`reduce_by_fields` passes back)."""
+        self.index = index
+        self.arrival_s = arrival_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.num_computed = num_computed
+        self.num_generated = num_generated
+        self.num_blocks = num_blocks
+        self.rank = rank
+        self.decoding = decoding
+        self.decode_base = decode_base
+        self.generation = generation
+        self.num_preemptions = num_preemptions
+        self.first_token_s = first_token_s
+        self.done_s = done_s
+        self.request_class = request_class
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return reduce_by_fields(self)  # readable by the compiled and the source class

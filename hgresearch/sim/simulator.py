@@ -96,10 +96,19 @@ def make_requests(
         if bad.any():
             i = int(np.argmax(bad))
             raise InputError(f"request {i}: expected {expected}", line=i + 1, field=field)
-    # .tolist(): Python numbers in one call instead of a numpy scalar per value (same values)
-    return [SimRequest(i, a, int(p), int(o))  # index, arrival_s, prompt_tokens, output_tokens
-            for i, (a, p, o) in enumerate(zip(arrivals.tolist(), prompts.tolist(),
-                                              outputs.tolist(), strict=True))]
+    # .tolist(): Python numbers in one call instead of a numpy scalar per value (same values);
+    # the collector paused: it would scan the whole heap several times while the list grows
+    with cyclic_gc_paused():
+        return [SimRequest(i, a, int(p), int(o))  # index, arrival_s, prompt_tokens, output_tokens
+                for i, (a, p, o) in enumerate(zip(arrivals.tolist(), prompts.tolist(),
+                                                  outputs.tolist(), strict=True))]
+
+
+def request_times(requests: list[SimRequest]) -> tuple[list[float], list[float], list[float]]:
+    """Arrival, first-token and finish times (s) of ``requests``, in their order: read in
+    compiled code, three lists at once (a generator per column cost a tenth of a calibration)."""
+    return ([r.arrival_s for r in requests], [r.first_token_s for r in requests],
+            [r.done_s for r in requests])
 
 
 def run_replica(config: ReplicaConfig, step_model: StepTimeModel, requests: list[SimRequest],

@@ -103,7 +103,9 @@ class LinearStepTimeModel:
                              if floor is not None else 0.0))
 
 
-@dataclass(frozen=True, slots=True)
+# not frozen, init=False and a written __init__: mypyc compiles it, whereas a generated one
+# stays interpreted (a run builds one per distinct decode count, thousands per calibration)
+@dataclass(slots=True, init=False)
 class DecodeOnlyTerms:
     """A decode-only step's time for a fixed number of decodes, as a function of the KV tokens
     read ``kv``: ``t = intercept_s + s_per_kv_token·kv``, raised (when ``floor_bytes`` is not
@@ -118,5 +120,15 @@ class DecodeOnlyTerms:
     floor_bandwidth_bytes_per_s: float
     floor_compute_s: float
 
+    def __init__(self, intercept_s: float, s_per_kv_token: float, floor_bytes: float | None,
+                 floor_bytes_per_kv_token: float, floor_bandwidth_bytes_per_s: float,
+                 floor_compute_s: float) -> None:
+        self.intercept_s = intercept_s
+        self.s_per_kv_token = s_per_kv_token
+        self.floor_bytes = floor_bytes
+        self.floor_bytes_per_kv_token = floor_bytes_per_kv_token
+        self.floor_bandwidth_bytes_per_s = floor_bandwidth_bytes_per_s
+        self.floor_compute_s = floor_compute_s
+
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
-        return reduce_by_fields(self)  # the compiled class's own pickling fails (frozen)
+        return reduce_by_fields(self)  # readable by the compiled and the source class
