@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: install reproduce paper test test-fast typecheck lint clean vllm-cpu test-integration sweep-cpu fleet-cpu lab
 
 # setup.py compiles these simulator modules (hgresearch/sim/compiled.py): an edit rebuilds them
-COMPILED_SOURCES := $(addprefix hgresearch/sim/,entities.py step_time.py scheduler.py simulator.py compiled.py)
+COMPILED_SOURCES := $(addprefix hgresearch/sim/,entities.py step_time.py events.py scheduler.py simulator.py compiled.py)
 
 $(STAMP): pyproject.toml setup.py $(COMPILED_SOURCES)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

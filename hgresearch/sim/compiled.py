@@ -1,7 +1,7 @@
 """The simulator's hot path compiled with mypyc, used only while it matches its sources.
 
-``setup.py`` compiles :data:`COMPILED_MODULES` (the request and replica entities, vLLM's
-scheduler, the event loop) with mypyc from the same typed sources — the same float operations
+``setup.py`` compiles :data:`COMPILED_MODULES` (the request and replica entities, the step
+times, the event heap, vLLM's scheduler, the event loop) with mypyc from the same typed sources — the same float operations
 in the same order, so every simulated time is bit-identical (a test runs both and compares);
 only about twice as fast (the steady-state searches run millions of engine steps). Beside the
 compiled copies it writes :data:`MANIFEST`: the SHA-256 of each source it compiled.
@@ -33,7 +33,7 @@ from typing import Any
 
 #: Modules of ``hgresearch.sim`` that setup.py compiles, in import order (each imports only
 #: earlier ones of the list).
-COMPILED_MODULES = ("entities", "step_time", "scheduler", "simulator")
+COMPILED_MODULES = ("entities", "step_time", "events", "scheduler", "simulator")
 #: File beside the sources: ``{module: sha256 of the source compiled}``.
 MANIFEST = "_compiled_sources.json"
 #: Environment variable that turns compilation and the compiled copies off.
