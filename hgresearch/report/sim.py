@@ -15,7 +15,7 @@ import pandas as pd
 from hgresearch.executors import Executor
 from hgresearch.report.writers import TableSpec
 from hgresearch.sim.calibrate import Calibration
-from hgresearch.sim.intervals import coverage_table, intervals_from_points
+from hgresearch.sim.intervals import coverage_table, held_out_intervals
 from hgresearch.sim.routing_study import FAST_CONFIG, SLOW_CONFIG, RoutingComparison
 from hgresearch.sim.slo_rate import (
     CONFIDENCE,
@@ -90,8 +90,7 @@ def analyse_simulator(runs: pd.DataFrame, *, build_dir: str | Path | None = None
         start = time.perf_counter()
         # the slow end of the same validation's held-out step-time residuals (what
         # reference_intervals reads from the cache when these are the reference runs)
-        factor = intervals_from_points(validation.points, scheme="LOCO").step_time_factor(
-            CONFIDENCE)
+        factor = held_out_intervals(validation.points).step_time_factor(CONFIDENCE)
         slo = slo_rate_table(fits, measured, step_time_factor=factor,
                              executor=executor or Executor.for_jobs(n_jobs))
         seconds["slo_capacity"] = time.perf_counter() - start
@@ -116,7 +115,7 @@ def analyse_simulator(runs: pd.DataFrame, *, build_dir: str | Path | None = None
     report.goals = goals_table(points)
     report.coverage = coverage_table(points, scheme="LOCO")
     report.contradictions = slo_contradictions(
-        points, intervals_from_points(points, scheme="LOCO"), excluded=report.excluded)
+        points, held_out_intervals(points), excluded=report.excluded)
     report.noise_pct = ({m: float(v) for m, v in
                          spread.set_index("metric").median_rel_std_pct.items()}
                         if len(spread) else {})

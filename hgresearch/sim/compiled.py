@@ -1,10 +1,11 @@
 """The simulator's hot path compiled with mypyc, used only while it matches its sources.
 
 ``setup.py`` compiles :data:`COMPILED_MODULES` (the request and replica entities, the step
-times, the event heap, vLLM's scheduler, the event loop) with mypyc from the same typed sources — the same float operations
-in the same order, so every simulated time is bit-identical (a test runs both and compares);
-only about twice as fast (the steady-state searches run millions of engine steps). Beside the
-compiled copies it writes :data:`MANIFEST`: the SHA-256 of each source it compiled.
+times, the event heap, vLLM's scheduler, the event loop) with mypyc from the same typed
+sources — the same float operations in the same order, so every simulated time is
+bit-identical (a test runs both and compares); only about twice as fast (the steady-state
+searches run millions of engine steps). Beside the compiled copies it writes
+:data:`MANIFEST`: the SHA-256 of each source it compiled.
 
 An editable install leaves the compiled copies next to the sources, and Python imports a
 compiled copy before its source — so a source edited since the build would silently not run.

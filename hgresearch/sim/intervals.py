@@ -161,6 +161,13 @@ def coverage_table(points: pd.DataFrame, *, scheme: str = "LOCO",
     return pd.DataFrame(out)
 
 
+def held_out_intervals(points: pd.DataFrame) -> PredictionIntervals:
+    """The intervals of a cross-validation's ``points``
+    (:func:`hgresearch.sim.validation.cross_validate`) from its leave-one-configuration-out
+    residuals: the one scheme every table, the CLI and the planner take their intervals from."""
+    return intervals_from_points(points, scheme="LOCO")
+
+
 def reference_intervals(build_dir: str | Path | None = "build",
                         reference: str | Path | None = None) -> PredictionIntervals:
     """Intervals of the reference (paper) calibration: the leave-one-configuration-out
@@ -173,7 +180,7 @@ def reference_intervals(build_dir: str | Path | None = "build",
     from hgresearch.sim.validation import cached_cross_validation
 
     validation = cached_cross_validation(calibration_runs(reference), build_dir)
-    return intervals_from_points(validation.points, scheme="LOCO")
+    return held_out_intervals(validation.points)
 
 
 #: Keys of a run summary (``summary.json``) with an interval -> the interval metric.
