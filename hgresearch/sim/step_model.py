@@ -8,7 +8,8 @@ the activations twice per layer over the GPUs' interconnect. At the datasheet ra
 
     weights_s          = weights bytes / n / memory bandwidth
     kv_s_per_token     = KV bytes per token / n / memory bandwidth
-    flops_s_per_token  = 2 × parameters / n / dense FP16 peak
+    flops_s_per_token  = 2 × parameters / n / dense peak (FP8 for FP8 weights where the GPU
+                         has FP8 tensor cores, else FP16)
     allreduce_calls    = 2 × layers                                   (0 when n = 1)
     allreduce_s_per_token = allreduce_calls × hidden × 2 bytes × 2(n−1)/n / link bandwidth
 
@@ -18,8 +19,8 @@ The step time multiplies each by a factor fitted per GPU type (:data:`PARAMETERS
         + allreduce_latency·latency_doubling^log2(n/2)·allreduce_calls
         + (prefill_factor·flops_s_per_token + allreduce_factor·allreduce_s_per_token)
           × prefill tokens
-        + (decode_factor·flops_s_per_token + allreduce_factor·allreduce_s_per_token)
-          × decode sequences
+        + (decode_factor·flops_s_per_token
+           + allreduce_decode_factor·allreduce_s_per_token) × decode sequences
         + kv_factor·kv_s_per_token × KV tokens read
 
 A factor ≥ 1 is 1 / efficiency against the datasheet — except ``decode_factor``: a decode
@@ -27,6 +28,9 @@ step's matrix products run on a handful of rows each, hidden under the weight re
 memory-bound below ~160 sequences on an RTX 4090, ~190 on an H100 PCIe: peak FLOPs / bandwidth
 / 2), so a decoded sequence's *marginal* cost is a fraction of its FLOPs time, and the factor
 may be below 1. Prefill chunks are compute-bound and their factor is bounded by the peak.
+The all-reduce's per-token factor differs between prefill and decode: a prefill chunk
+all-reduces megabytes per call, a decode step a few kilobytes per sequence, and a collective
+reaches a smaller fraction of the link's bandwidth on small messages.
 
 plus ``ttft_offset`` on every request's first token (HTTP, tokenisation). That is a
 :class:`~hgresearch.sim.step_time.LinearStepTimeModel` per configuration whose coefficients are
@@ -47,7 +51,7 @@ factors are shared, a configuration never measured gets a calibration too
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,26 +77,34 @@ from hgresearch.sim.calibrate import (
     summary_from_times,
 )
 from hgresearch.sim.replay import Workload
-from hgresearch.sim.replica_limits import kv_bytes_per_token, weights_bytes
+from hgresearch.sim.replica_limits import (
+    kv_bytes_per_token,
+    peak_dense_flops_per_s,
+    weights_bytes,
+)
 
 #: The per-GPU-type numbers, in the order of every vector below.
 PARAMETERS = ("weights_factor", "kv_factor", "prefill_factor", "decode_factor",
               "step_overhead_s", "allreduce_latency_s", "allreduce_factor",
-              "allreduce_latency_doubling", "ttft_offset_s")
+              "allreduce_latency_doubling", "ttft_offset_s", "allreduce_decode_factor")
 #: Bounds. A factor is 1 / efficiency: 1 is the datasheet peak, which no step can beat.
 LOWER = {"weights_factor": 1.0, "kv_factor": 1.0, "prefill_factor": 1.0, "decode_factor": 1e-3,
          "step_overhead_s": 1e-5, "allreduce_latency_s": 1e-7, "allreduce_factor": 1.0,
-         "allreduce_latency_doubling": 0.125, "ttft_offset_s": 1e-4}
+         "allreduce_latency_doubling": 0.125, "ttft_offset_s": 1e-4,
+         "allreduce_decode_factor": 1.0}
 UPPER = {"weights_factor": 20.0, "kv_factor": 200.0, "prefill_factor": 50.0, "decode_factor": 50.0,
          "step_overhead_s": 0.1, "allreduce_latency_s": 1e-3, "allreduce_factor": 200.0,
-         "allreduce_latency_doubling": 8.0, "ttft_offset_s": 0.5}
+         "allreduce_latency_doubling": 8.0, "ttft_offset_s": 0.5,
+         "allreduce_decode_factor": 200.0}
 #: Where every fit starts (a GPU type's previous fit is a better start for its folds).
 INITIAL = {"weights_factor": 1.2, "kv_factor": 1.5, "prefill_factor": 1.5, "decode_factor": 0.1,
            "step_overhead_s": 2e-3, "allreduce_latency_s": 2e-5, "allreduce_factor": 2.0,
-           "allreduce_latency_doubling": 1.0, "ttft_offset_s": 0.01}
+           "allreduce_latency_doubling": 1.0, "ttft_offset_s": 0.01,
+           "allreduce_decode_factor": 2.0}
 #: The tensor-parallel terms: fixed at their start (and reported as not identified) for a GPU
 #: type without a tensor-parallel configuration among its points.
-ALLREDUCE_PARAMETERS = ("allreduce_latency_s", "allreduce_factor", "allreduce_latency_doubling")
+ALLREDUCE_PARAMETERS = ("allreduce_latency_s", "allreduce_factor", "allreduce_latency_doubling",
+                        "allreduce_decode_factor")
 #: The tensor-parallel degree ``allreduce_latency_s`` refers to: ``allreduce_latency_doubling``
 #: multiplies it per doubling of the degree beyond this one (a collective's fixed cost depends
 #: on how many GPUs take part: ring and tree steps, PCIe hops). Fixed at 1, not identified,
@@ -171,7 +183,7 @@ def config_physics(model: str, gpu_name: str, gpu_count: int) -> ConfigPhysics:
     table = hardware_catalog()
     gpu = table[table.gpu_name == normalize_gpu_name(gpu_name, field="gpu")].iloc[0]
     bandwidth = float(gpu.memory_bandwidth_gb_per_s) * 1e9
-    peak = float(gpu.fp16_dense_tflops) * 1e12
+    peak = peak_dense_flops_per_s(model, gpu_name)
     if not (math.isfinite(bandwidth) and bandwidth > 0 and math.isfinite(peak) and peak > 0):
         raise InputError(f"{gpu.gpu_name}: the shared step-time model needs the memory "
                          "bandwidth and dense FP16 TFLOPS of hardware.csv",
@@ -208,7 +220,9 @@ def coefficients_for(physics: ConfigPhysics, values: Mapping[str, float]) -> Ste
         c0_s=(values["step_overhead_s"] + values["weights_factor"] * physics.weights_s
               + values["allreduce_latency_s"] * degree * physics.allreduce_calls),
         c_prefill_s_per_token=values["prefill_factor"] * physics.flops_s_per_token + allreduce,
-        c_decode_s_per_seq=values["decode_factor"] * physics.flops_s_per_token + allreduce,
+        c_decode_s_per_seq=(values["decode_factor"] * physics.flops_s_per_token
+                            + values.get("allreduce_decode_factor", values["allreduce_factor"])
+                            * physics.allreduce_s_per_token),
         ttft_offset_s=values["ttft_offset_s"],
         c_kv_s_per_token=values["kv_factor"] * physics.kv_s_per_token)
 
@@ -230,8 +244,10 @@ class ConfigData:
 class GpuFit:
     """The fitted :data:`PARAMETERS` of one GPU type and how well they are determined.
 
-    ``rel_se``: relative standard error of each parameter (from ``s² (JᵀJ)⁻¹`` over the free
-    parameters, in log space: ``exp(se) − 1``); NaN for a parameter on a bound or fixed.
+    ``rel_se``: relative standard error of each parameter (from ``s² H⁻¹``, H the central-
+    difference Hessian of the fit's cost over the free parameters, in log space:
+    ``exp(se) − 1``); NaN for a parameter on a bound or fixed, ``inf`` for one the cost does
+    not curve upward along (see :func:`_standard_errors`).
     ``status``: ``free``, ``lower bound``, ``upper bound`` or ``fixed (no tensor-parallel
     configuration)``. ``configurations``: the labels fitted on.
     """
@@ -259,6 +275,56 @@ def _values_from(u: np.ndarray, free: Sequence[str], fixed: Mapping[str, float],
     for i, name in enumerate(free):
         values[name] = float(scale[name] * math.exp(u[i]))
     return values
+
+
+def _robust_cost(residuals: np.ndarray) -> float:
+    """The soft-L1 cost :func:`fit_gpu` minimises (``least_squares``' ``cost``)."""
+    z = (residuals / ROBUST_SCALE) ** 2
+    return float(ROBUST_SCALE ** 2 * np.sum(np.sqrt(1.0 + z) - 1.0))
+
+
+def _cost_hessian(cost: Callable[[np.ndarray], float], u: np.ndarray, indices: Sequence[int],
+                  step: float) -> np.ndarray:
+    """Central-difference Hessian of ``cost`` at ``u`` over the coordinates ``indices``, at
+    ``step`` (log parameter). The simulated summaries jump where a scheduling decision flips:
+    a Jacobian of the residuals at this step is dominated by those jumps (each one a huge
+    column entry) and its JᵀJ overstates the curvature, by up to 100× on the reference runs.
+    The cost sums the jumps of every residual and is smooth at this scale, so its curvature is
+    what the data determine."""
+    n = len(indices)
+    center = cost(u)
+    hessian = np.zeros((n, n))
+    eye = np.eye(len(u)) * step
+    for a, i in enumerate(indices):
+        hessian[a, a] = (cost(u + eye[i]) - 2.0 * center + cost(u - eye[i])) / step ** 2
+        for b in range(a):
+            j = indices[b]
+            hessian[a, b] = hessian[b, a] = (
+                cost(u + eye[i] + eye[j]) - cost(u + eye[i] - eye[j])
+                - cost(u - eye[i] + eye[j]) + cost(u - eye[i] - eye[j])) / (4.0 * step ** 2)
+    return hessian
+
+
+#: A direction of the cost's Hessian whose curvature is below this fraction of the largest is
+#: flat: the data do not determine it.
+FLAT_CURVATURE = 1e-6
+#: A parameter loading more than this on a flat or descending direction has no standard error.
+FLAT_LOADING = 0.1
+
+
+def _standard_errors(hessian: np.ndarray, s2: float) -> np.ndarray:
+    """Standard errors (log parameter) from ``s² H⁻¹``, over the Hessian's upward-curving
+    directions only. A parameter that loads on a flat or downward-curving direction (the search
+    stopped off a minimum there, or the data cannot tell it from another parameter) gets
+    ``inf``: a finite number there would claim a precision the fit does not have."""
+    curvature, vectors = np.linalg.eigh(hessian)
+    top = float(curvature.max()) if curvature.size else 0.0
+    upward = curvature > max(top, 0.0) * FLAT_CURVATURE
+    if not upward.any():
+        return np.full(len(hessian), math.inf)
+    variance = (vectors[:, upward] ** 2 / curvature[upward]).sum(axis=1) * s2
+    undetermined = (np.abs(vectors[:, ~upward]) > FLAT_LOADING).any(axis=1)
+    return np.where(undetermined, math.inf, np.sqrt(variance))
 
 
 def fit_gpu(data: Sequence[ConfigData], *, start: Mapping[str, float] | None = None,
@@ -355,14 +421,11 @@ def fit_gpu(data: Sequence[ConfigData], *, start: Mapping[str, float] | None = N
             status[p] = "free"
     if uncertainty:
         interior = [i for i in range(len(free)) if i not in on_bound]
-        jac = np.asarray(result.jac)[:, interior]
         dof = max(int(fitted.sum()) - len(interior), 1)
         s2 = 2.0 * float(result.cost) / dof
-        try:
-            cov = s2 * np.linalg.inv(jac.T @ jac)
-            se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-        except np.linalg.LinAlgError:
-            se = np.full(len(interior), math.inf)
+        hessian = _cost_hessian(lambda x: _robust_cost(weighted(x)), u, interior, DIFF_STEP)
+        spent += 2 * len(interior) ** 2 + 1
+        se = _standard_errors(hessian, s2)
         for j, i in enumerate(interior):
             rel_se[free[i]] = float(math.expm1(se[j])) if se[j] < 50 else math.inf
     return GpuFit(gpu_name=next(iter(gpus)), values=values, rel_se=rel_se, status=status,

@@ -131,12 +131,15 @@ def read_catalog(name: str, required: dict[str, str], nonnegative: list[str],
 @functools.cache
 def hardware_catalog() -> pd.DataFrame:
     """GPU specs: ``gpu_name`` (normalized), ``tdp_w``, ``memory_gb``,
-    ``memory_bandwidth_gb_per_s``, ``fp16_dense_tflops``, ``aliases`` (``|``-separated)."""
+    ``memory_bandwidth_gb_per_s``, ``fp16_dense_tflops``, ``fp8_dense_tflops`` (empty for a GPU
+    without FP8 tensor cores), ``aliases`` (``|``-separated)."""
     return read_catalog(
         "hardware.csv",
         {"gpu_name": "str", "aliases": "str", "tdp_w": "W", "memory_gb": "GB",
-         "memory_bandwidth_gb_per_s": "GB/s", "fp16_dense_tflops": "TFLOPS"},
-        ["tdp_w", "memory_gb", "memory_bandwidth_gb_per_s", "fp16_dense_tflops"],
+         "memory_bandwidth_gb_per_s": "GB/s", "fp16_dense_tflops": "TFLOPS",
+         "fp8_dense_tflops": "TFLOPS"},
+        ["tdp_w", "memory_gb", "memory_bandwidth_gb_per_s", "fp16_dense_tflops",
+         "fp8_dense_tflops"],
     )
 
 

@@ -59,10 +59,30 @@ def test_physics_follow_the_datasheet_and_tensor_parallelism():
     assert tensor_parallel_problem("DeepSeek-R1-Distill-Qwen-14B", 8) is None
 
 
+
+def test_fp8_weights_compute_at_the_fp8_rate_where_the_gpu_has_it_and_keep_a_16_bit_kv():
+    """An FP8 (W8A8) checkpoint runs its GEMMs on FP8 tensor cores (twice the FP16 rate on an
+    H100) but falls back to the FP16 rate on a GPU without them (A100); its KV cache stays
+    16-bit (vLLM's kv_cache_dtype="auto"), so a token's KV is that of a 16-bit model."""
+    fp8 = "Llama-3.1-Nemotron-70B-Instruct-HF-FP8-dynamic"
+    h100 = config_physics(fp8, "H100-PCIe", 2)
+    a100 = config_physics(fp8, "A100-SXM", 2)
+    # 70.55e9 parameters: 2 FLOPs each, split over 2 GPUs of 1513 (FP8) / 312 (FP16) TFLOPS
+    assert h100.flops_s_per_token == pytest.approx(2 * 70.55e9 / 2 / 1513e12)
+    assert a100.flops_s_per_token == pytest.approx(2 * 70.55e9 / 2 / 312e12)
+    # a 16-bit model on the same H100s keeps the FP16 rate
+    fp16 = config_physics("Meta-Llama-3-70B-Instruct", "H100-PCIe", 2)
+    assert fp16.flops_s_per_token == pytest.approx(2 * 70.55e9 / 2 / 756e12, rel=0.01)
+    # 80 layers x 8 KV heads x 128 x K and V x 2 bytes, halved per GPU, at 2000 GB/s
+    assert h100.kv_s_per_token == pytest.approx(80 * 8 * 128 * 2 * 2 / 2 / 2000e9)
+    assert h100.kv_s_per_token == pytest.approx(fp16.kv_s_per_token)
+    # the weights themselves are read as FP8: half the 16-bit model's bytes
+    assert h100.weights_s == pytest.approx(fp16.weights_s / 2, rel=0.01)
+
 @pytest.mark.parametrize(("count", "per_call"), [(2, 1.0), (4, 1.5), (8, 2.25)])
 def test_derived_linear_model_is_the_documented_formula(count, per_call):
     physics = config_physics("DeepSeek-R1-Distill-Qwen-14B", GPU, count)
-    values = {**INITIAL, "allreduce_latency_doubling": 1.5}
+    values = {**INITIAL, "allreduce_latency_doubling": 1.5, "allreduce_decode_factor": 5.0}
     replica = replica_for("DeepSeek-R1-Distill-Qwen-14B", GPU, count)
     model = coefficients_for(physics, values).step_model(replica)
     prefill, decode, kv = 300, 40, 9000
@@ -71,8 +91,9 @@ def test_derived_linear_model_is_the_documented_formula(count, per_call):
                 + values["allreduce_latency_s"] * per_call * physics.allreduce_calls
                 + (values["prefill_factor"] * physics.flops_s_per_token
                    + values["allreduce_factor"] * physics.allreduce_s_per_token) * prefill
+                # a decode step's small all-reduces have their own per-token factor
                 + (values["decode_factor"] * physics.flops_s_per_token
-                   + values["allreduce_factor"] * physics.allreduce_s_per_token) * decode
+                   + values["allreduce_decode_factor"] * physics.allreduce_s_per_token) * decode
                 + values["kv_factor"] * physics.kv_s_per_token * kv)
     assert model.step_time_s(prefill, decode, kv) == pytest.approx(expected)
 
@@ -245,6 +266,54 @@ def test_a_prediction_contradicting_a_met_slo_is_listed_with_its_reason():
     assert set(table[table.configuration == "a"].limit_ms) == {500.0}
 
 
+
+def test_a_met_slo_contradicted_only_by_a_kv_bound_queue_says_so():
+    """A met SLO whose prediction lies above the limit only because the simulated queue waits
+    for KV blocks (the unbounded-KV counterfactual's interval reaches the limit) gets that
+    reason; one whose unbounded-KV prediction is still too slow keeps none."""
+    from hgresearch.sim.intervals import PredictionIntervals
+    from hgresearch.sim.validation import slo_contradictions
+
+    intervals = PredictionIntervals(residuals={"p90_ttft_ms": np.linspace(-0.2, 0.2, 101).tolist()},
+                                    source="test")
+    rows = [{"scheme": "in-sample", "configuration": label, "held_out_qps": 16.0,
+             "metric": "p90_ttft_ms", "measured": 350.0, "predicted": 2250.0}
+            for label in ("kv-bound", "slow-steps")]
+    unbounded = pd.DataFrame({"configuration": ["kv-bound", "slow-steps"],
+                              "request_rate_qps": [16.0, 16.0],
+                              "metric": ["p90_ttft_ms", "p90_ttft_ms"],
+                              "predicted": [290.0, 1900.0]})
+    table = slo_contradictions(pd.DataFrame(rows), intervals, unbounded_kv=unbounded)
+    reasons = table.groupby("configuration").reason.first()
+    assert reasons["kv-bound"].startswith("the simulated queue waits for KV blocks")
+    assert "290 ms" in reasons["kv-bound"]
+    assert reasons["slow-steps"] == ""
+
+
+def test_unbounded_kv_predictions_lift_a_kv_bound_queue():
+    """With the KV cache of a KV-starved replica unbounded, the simulated TTFT of a burst falls
+    (nothing waits for blocks) and the counterfactual has one row per point and metric."""
+    from dataclasses import replace
+
+    from hgresearch.sim.calibrate import Calibration
+    from hgresearch.sim.validation import unbounded_kv_predictions
+
+    model = "DeepSeek-R1-Distill-Qwen-7B"
+    replica = replica_for(model, GPU, 1, **vllm085_scheduler_limits(GPU))
+    starved = replace(replica, config=replace(replica.config, num_kv_blocks=200))
+    coefficients = coefficients_for(config_physics(model, GPU, 1), INITIAL)
+    calibration = Calibration(replica=starved, coefficients=coefficients,
+                              rel_se=(0.0, 0.0, 0.0), rates_qps=(16.0,), rms_log_error=0.0,
+                              num_simulations=0)
+    points = pd.DataFrame({"request_rate_qps": [16.0], "completed": [200],
+                           "total_input_tok": [200 * 200], "total_output_tok": [200 * 200]})
+    table = unbounded_kv_predictions({"c": calibration}, {"c": points})
+    assert len(table) == 2 and set(table.metric) == {"p90_ttft_ms", "p99_ttft_ms"}
+    workload = reference_workload(16.0, 200, 200.0, 200.0)
+    bound = simulate_summary(starved, coefficients, workload)["p90_ttft_ms"]
+    free = float(table[table.metric == "p90_ttft_ms"].predicted.iloc[0])
+    assert free < 0.5 * bound
+
 def test_fleet_replica_of_an_unmeasured_configuration_is_predicted(tmp_path, monkeypatch):
     from hgresearch.sim import fleet as fleet_module
     from hgresearch.sim import validation as validation_module
@@ -278,3 +347,29 @@ def test_scaled_shared_calibration_slows_every_step_including_the_kv_read():
         base = calibration.coefficients.step_model(calibration.replica).step_time_s(*args)
         assert slow.coefficients.step_model(slow.replica).step_time_s(*args) == pytest.approx(
             1.5 * base)
+
+
+def test_cost_hessian_and_standard_errors_of_a_known_quadratic():
+    """On a quadratic cost the central-difference Hessian is exact; the standard errors are
+    s² H⁻¹ where the cost curves upward and inf for a parameter on a flat or downward
+    direction (a number there would claim a precision the fit does not have)."""
+    from hgresearch.sim.step_model import _cost_hessian, _standard_errors
+
+    true = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 0.0], [0.0, 0.0, 2.0]])
+    center = np.array([0.3, -0.2, 0.1])
+
+    def cost(u: np.ndarray) -> float:
+        d = u - center
+        return float(0.5 * d @ true @ d + 7.0)
+
+    hessian = _cost_hessian(cost, center, [0, 1, 2], 0.1)
+    np.testing.assert_allclose(hessian, true, atol=1e-9)
+    se = _standard_errors(hessian, 0.5)
+    np.testing.assert_allclose(se, np.sqrt(np.diag(0.5 * np.linalg.inv(true))))
+    # the third parameter's direction turns downward: it alone has no standard error
+    descending = true.copy()
+    descending[2, 2] = -1.0
+    se = _standard_errors(descending, 0.5)
+    assert math.isinf(se[2]) and np.isfinite(se[:2]).all()
+    # only over a subset of the coordinates: the others stay where they are
+    assert _cost_hessian(cost, center, [1], 0.1) == pytest.approx(np.array([[3.0]]))
