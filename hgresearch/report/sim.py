@@ -39,6 +39,7 @@ from hgresearch.sim.validation import (
     schemes_table,
     simulated_validation_table,
     slo_contradictions,
+    unbounded_kv_predictions,
 )
 
 
@@ -67,6 +68,7 @@ class SimReport:
     loqo: pd.DataFrame = field(default_factory=pd.DataFrame)
     in_sample: pd.DataFrame = field(default_factory=pd.DataFrame)
     contradictions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unbounded_kv: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def analyse_simulator(runs: pd.DataFrame, *, build_dir: str | Path | None = None,
@@ -95,12 +97,13 @@ def analyse_simulator(runs: pd.DataFrame, *, build_dir: str | Path | None = None
                              executor=executor or Executor.for_jobs(n_jobs))
         seconds["slo_capacity"] = time.perf_counter() - start
         agreement = measured_agreement(fits, measured)
+        unbounded_kv = unbounded_kv_predictions(fits, measured)
         return SimReport(points=validation.points, validation=pd.DataFrame(), fits=fits,
                          coefficients=gpu_coefficient_table(validation.fits),
                          slo_capacity=slo, agreement=agreement, noise_pct={}, seconds=seconds,
                          gpu_fits=validation.fits,
                          config_coefficients=coefficient_table(fits),
-                         excluded=validation.excluded)
+                         excluded=validation.excluded, unbounded_kv=unbounded_kv)
 
     report = cached(build_dir, "sim_report", runs, {"sim_code": code_digest(), "n_jobs": 0},
                     compute)
@@ -115,7 +118,8 @@ def analyse_simulator(runs: pd.DataFrame, *, build_dir: str | Path | None = None
     report.goals = goals_table(points)
     report.coverage = coverage_table(points, scheme="LOCO")
     report.contradictions = slo_contradictions(
-        points, held_out_intervals(points), excluded=report.excluded)
+        points, held_out_intervals(points), excluded=report.excluded,
+        unbounded_kv=report.unbounded_kv)
     report.noise_pct = ({m: float(v) for m, v in
                          spread.set_index("metric").median_rel_std_pct.items()}
                         if len(spread) else {})
@@ -170,10 +174,14 @@ SIMULATOR_TABLES = (
               "Shared step-time model: parameters per GPU type, standard errors, bounds",
               "tab:sim-coefficients", default_decimals=4,
               notes=("Factors are 1 / efficiency against the datasheet (hardware.csv): 1 is the "
-                     "peak. Relative standard errors from s² (JᵀJ)⁻¹ over the free parameters "
-                     "at the optimum (finite differences, step 10% in log); a parameter on a "
-                     "bound has none (status says which bound); the all-reduce terms are fixed "
-                     "where a GPU type has no tensor-parallel configuration.",)),
+                     "peak (FP8 for FP8 weights on a GPU with FP8 tensor cores). Relative "
+                     "standard errors from s² H⁻¹, H the Hessian of the fit's cost by central "
+                     "differences (step 10% in log) over the free parameters at the fitted "
+                     "point; inf: the cost does not curve upward along the parameter there "
+                     "(not determined by the data, or the search stopped off a minimum in "
+                     "that direction). A parameter on a bound has none (status says which "
+                     "bound); the all-reduce terms are fixed where a GPU type has no "
+                     "tensor-parallel configuration.",)),
     TableSpec("sim_config_coefficients",
               "Step-time coefficients of each configuration, derived from the shared model",
               "tab:sim-config-coefficients", default_decimals=3,

@@ -22,7 +22,7 @@ every error average and interval.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -284,37 +284,77 @@ CONTRADICTION_METRICS = ("p90_ttft_ms", "p99_ttft_ms")
 
 def slo_contradictions(points: pd.DataFrame, intervals: PredictionIntervals, *,
                        scheme: str = "in-sample", confidence: float = 0.9,
-                       excluded: pd.DataFrame | None = None) -> pd.DataFrame:
+                       excluded: pd.DataFrame | None = None,
+                       unbounded_kv: pd.DataFrame | None = None) -> pd.DataFrame:
     """Where a prediction contradicts a measurement: a measured point met an SLO (its TTFT
     percentile within a limit of :data:`CONTRADICTION_LIMITS_MS`) while the ``confidence``
     interval of the prediction lies wholly above the limit, or missed it while the interval
     lies wholly below. One row per (point, metric, limit) with the measured value, the
     prediction, its interval and ``reason``: why the model is allowed to disagree (the point's
-    TTFT is kept out of the fit: the ``excluded`` table's reason), empty when nothing
-    explains it."""
+    TTFT is kept out of the fit: the ``excluded`` table's reason; or, for a met SLO, the
+    simulated queue waits for KV blocks: with the KV cache unbounded, ``unbounded_kv`` from
+    :func:`unbounded_kv_predictions`, the same interval no longer lies above the limit), empty
+    when nothing explains it."""
     rows = points[(points.scheme == scheme) & points.metric.isin(CONTRADICTION_METRICS)]
     reasons: dict[tuple[str, float], str] = {}
     if excluded is not None:
         reasons = {(str(r.configuration), float(r.request_rate_qps)): str(r.reason)
                    for r in excluded.itertuples()}
+    kv_free: dict[tuple[str, float, str], float] = {}
+    if unbounded_kv is not None:
+        kv_free = {(str(r.configuration), float(r.request_rate_qps), str(r.metric)):
+                   float(r.predicted) for r in unbounded_kv.itertuples()}
     out = []
     for row in rows.itertuples():
         low, high = intervals.interval(str(row.metric), float(row.predicted), confidence)
+        key = (str(row.configuration), float(row.held_out_qps))
         for limit in CONTRADICTION_LIMITS_MS:
             met = float(row.measured) <= limit
             if (met and low > limit) or (not met and high <= limit):
-                reason = reasons.get((str(row.configuration), float(row.held_out_qps)), "")
+                reason = reasons.get(key, "")
+                reason = f"TTFT kept out of the fit: {reason}" if reason else ""
+                free = kv_free.get((*key, str(row.metric)), math.nan)
+                if (not reason and met and math.isfinite(free)
+                        and intervals.interval(str(row.metric), free, confidence)[0] <= limit):
+                    reason = (f"the simulated queue waits for KV blocks: with an unbounded KV "
+                              f"cache the prediction is {free:.0f} ms, its interval reaches the "
+                              "limit (the KV capacity is the catalogs' estimate where the run "
+                              "kept no server log)")
                 out.append({"configuration": row.configuration,
                             "request_rate_qps": float(row.held_out_qps), "metric": row.metric,
                             "limit_ms": limit, "measured_met": met,
                             "measured_ms": float(row.measured),
                             "predicted_ms": float(row.predicted), "low_ms": low,
-                            "high_ms": high,
-                            "reason": f"TTFT kept out of the fit: {reason}" if reason else ""})
+                            "high_ms": high, "reason": reason})
     columns = ["configuration", "request_rate_qps", "metric", "limit_ms", "measured_met",
                "measured_ms", "predicted_ms", "low_ms", "high_ms", "reason"]
     return pd.DataFrame(out, columns=columns)
 
+
+
+def unbounded_kv_predictions(calibrations: dict[str, Calibration],
+                             measured: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The TTFT percentiles of :data:`CONTRADICTION_METRICS` every measured point would have
+    with its calibration but a KV cache that holds every request of the run at once (rows
+    ``configuration``, ``request_rate_qps``, ``metric``, ``predicted``): the counterfactual
+    :func:`slo_contradictions` uses to tell a KV-bound simulated queue from a slow step."""
+    rows = []
+    for label, points in measured.items():
+        calibration = calibrations.get(label)
+        if calibration is None:
+            continue
+        for (_, point), workload in zip(points.iterrows(), _workloads(points), strict=True):
+            config = calibration.replica.config
+            tokens = int(workload.prompt_tokens.sum() + workload.output_tokens.sum())
+            blocks = tokens // config.block_size + len(workload.prompt_tokens) + 1
+            replica = replace(calibration.replica, config=replace(config, num_kv_blocks=blocks))
+            summary = simulate_summary(replica, calibration.coefficients, workload)
+            for metric in CONTRADICTION_METRICS:
+                rows.append({"configuration": label,
+                             "request_rate_qps": float(point.request_rate_qps),
+                             "metric": metric, "predicted": float(summary[metric])})
+    return pd.DataFrame(rows, columns=["configuration", "request_rate_qps", "metric",
+                                       "predicted"])
 
 def excluded_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Every measured point whose metrics are kept out of the fit, with the reason
