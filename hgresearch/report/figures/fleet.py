@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -19,6 +20,10 @@ PLAN_STYLES = {
     "RTX-4090 only": {"color": color_for("RTX-4090"), "linestyle": "--", "marker": "^"},
     "best single configuration": {"color": "#7f7f7f", "linestyle": ":", "marker": "D"},
 }
+
+
+#: Legend entry of a plan that failed its simulated check (drawn as a cross, not joined).
+FAILED_LABEL = "failed its check (not a result)"
 
 
 def _style(name: str) -> dict[str, str]:
@@ -37,7 +42,8 @@ def _plain_log_axis(axis: Axis, ticks: list[float] | None = None) -> None:
 
 def cost_carbon_vs_demand(table: pd.DataFrame, title: str) -> Figure:
     """Cost (top) and carbon (bottom) per 1M tokens against the demand, one column per
-    ``scenario``, one line per ``plan`` (log–log)."""
+    ``scenario``, one line per ``plan`` (log–log); a row whose ``passed`` is false (the plan
+    failed its simulated check) is a cross off its line (:data:`FAILED_LABEL`)."""
     apply_style()
     scenarios = list(dict.fromkeys(table.scenario))
     fig, axes = plt.subplots(2, len(scenarios), figsize=(4.2 * len(scenarios) + 1.8, 6.0),
@@ -50,10 +56,18 @@ def cost_carbon_vs_demand(table: pd.DataFrame, title: str) -> Figure:
             ax = axes[row, col]
             for name, group in data.groupby("plan", sort=False):
                 group = group.sort_values("rate_rps")
+                # a plan that failed its check is no result: a gap in its line, and a cross
+                passed = (group.passed.astype(bool) if "passed" in group
+                          else pd.Series(True, index=group.index))
                 hybrid = name == "hybrid"  # on top, wider: baselines it equals stay visible
-                ax.plot(group.rate_rps, group[column], label=name, markersize=4,
+                ax.plot(group.rate_rps, group[column].where(passed), label=name, markersize=4,
                         linewidth=2.4 if hybrid else 1.3, zorder=3 if hybrid else 2,
                         alpha=0.75 if hybrid else 1.0, **_style(str(name)))
+                failed = group[~passed & group[column].notna()]
+                if len(failed):
+                    ax.plot(failed.rate_rps, failed[column], linestyle="none", marker="x",
+                            markersize=8, color=_style(str(name))["color"], zorder=4,
+                            label=FAILED_LABEL)
             ax.set_xscale("log")
             ax.set_yscale("log")
             _plain_log_axis(ax.xaxis, sorted(data.rate_rps.unique()))
@@ -63,8 +77,13 @@ def cost_carbon_vs_demand(table: pd.DataFrame, title: str) -> Figure:
                 ax.set_title(scenario)
             else:
                 ax.set_xlabel("demand (requests/s, log)")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    # one legend entry per label over every panel (a failed plan may appear in one only)
+    entries: dict[str, Artist] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    fig.legend(list(entries.values()), list(entries), loc="center left",
+               bbox_to_anchor=(1.0, 0.5), frameon=False)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

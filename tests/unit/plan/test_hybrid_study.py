@@ -46,3 +46,23 @@ def test_fleet_figures_have_no_layout_problems() -> None:
     figures.append(fleet_figures.day_plan({"cost-optimal": day_table(plan)}, "a day"))
     for fig in figures:
         assert layout_problems(fig) == []
+
+
+def test_a_plan_that_failed_its_check_is_a_cross_off_its_line():
+    """A failed plan is no result: its cost leaves the line (a gap) and is drawn as a cross
+    with its own legend entry."""
+    import math
+
+    from hgresearch.report.figures import fleet as fleet_figures
+
+    rows = [{"scenario": "p99 TTFT ≤ 500 ms + batch", "rate_rps": r, "plan": "hybrid",
+             "cost_usd_per_1m_tok": 1.0 / r, "g_co2_per_1m_tok": 10.0 / r, "passed": r != 5.0}
+            for r in (1.0, 5.0, 20.0)]
+    figure = fleet_figures.cost_carbon_vs_demand(pd.DataFrame(rows), "cost and carbon")
+    cost_axis = figure.axes[0]
+    line = next(ln for ln in cost_axis.get_lines() if ln.get_label() == "hybrid")
+    assert math.isnan(line.get_ydata()[1]) and not math.isnan(line.get_ydata()[0])
+    crosses = [ln for ln in cost_axis.get_lines() if ln.get_label() == fleet_figures.FAILED_LABEL]
+    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [5.0]
+    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert legend == ["hybrid", fleet_figures.FAILED_LABEL]
