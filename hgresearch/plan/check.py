@@ -16,8 +16,9 @@ comes from. TTFTs include the plan's constant offset per configuration (``ttft_o
 the plan's confidence); a plan passes when both hold.
 
 :func:`plan_and_check` solves, checks, and when an SLO class misses (nominal or stressed),
-lowers the capacity of that class on the configurations that missed it (all that serve it if
-none alone did) by ``derate`` and solves again, up to ``max_rounds`` rounds.
+lowers the capacity of every class served on the configurations that missed it (all that serve
+it if none alone did: classes share a replica's steps) by ``derate`` and solves again, up to
+``max_rounds`` rounds.
 """
 
 from __future__ import annotations
@@ -240,6 +241,28 @@ class CheckedPlan:
         return all(c.passed for c in self.checks[-1].values())
 
 
+def classes_to_lower(plan: Plan, results: dict[int, CheckResult]) -> set[tuple[str, str]]:
+    """The (class, configuration) capacities :func:`plan_and_check` lowers after a failed
+    check: every class served, in a checked hour, on a configuration where an SLO class missed
+    (on every configuration serving that SLO class when none alone missed).
+
+    Every class on a missing replica, not only the class that missed: the classes share the
+    replica's steps (a batch class's long prefills delay an interactive class's first tokens),
+    and the capacities were measured one class at a time. Lowering only the missed class let
+    the solver move it between two configurations that both missed, round after round, while
+    the other class's load stayed where it was."""
+    lowered: set[tuple[str, str]] = set()
+    for h, result in results.items():
+        for slo_name in result.missed_classes():
+            serving = set(result.by_config.loc[result.by_config.slo_class == slo_name, "config"])
+            missed = result.missed_configs(slo_name) or serving
+            for k, name in enumerate(plan.classes):
+                for j, label in enumerate(plan.labels):
+                    if label in missed and plan.traffic_rps[k, j, h] > 0:
+                        lowered.add((name, label))
+    return lowered
+
+
 def plan_and_check(problem: PlanProblem, capacities: pd.DataFrame, *,
                    hours: list[int] | None = None, max_rounds: int = 5, derate: float = 0.85,
                    seeds: tuple[int, ...] = (0, 1, 2), duration_s: float = CHECK_DURATION_S,
@@ -266,16 +289,8 @@ def plan_and_check(problem: PlanProblem, capacities: pd.DataFrame, *,
         checks.append(results)
         if all(r.passed for r in results.values()):
             break
-        for h, result in results.items():
-            for slo_name in result.missed_classes():
-                serving = set(result.by_config.loc[result.by_config.slo_class == slo_name,
-                                                   "config"])
-                missed = result.missed_configs(slo_name) or serving
-                for k, name in enumerate(plan.classes):
-                    if name.split("/", 1)[0] != slo_name:
-                        continue
-                    for j, label in enumerate(plan.labels):
-                        if label in missed and plan.traffic_rps[k, j, h] > 0:
-                            scale[(name, label)] = scale.get((name, label), 1.0) * derate
+        lowered = classes_to_lower(plan, results)
+        for key in sorted(lowered):
+            scale[key] = scale.get(key, 1.0) * derate
     assert plan is not None
     return CheckedPlan(plan=plan, checks=checks, capacity_scale=scale)
