@@ -48,8 +48,9 @@ class SimReport:
     """Everything notebook 07 shows. ``points``: every validation row (column ``scheme``:
     LOCO, LOQO, in-sample); ``validation``: the LOCO MAPE table per configuration and metric;
     ``fits``: the calibrations (derived from the shared model) by configuration;
-    ``gpu_fits``: the shared model's parameters by GPU type. ``seconds``: uncached wall time
-    of each part (s)."""
+    ``gpu_fits``: the shared model's parameters by GPU type. ``unbounded_kv``: every point's
+    TTFT percentiles with an unbounded KV cache (the contradictions table's KV reason).
+    ``seconds``: uncached wall time of each part (s)."""
 
     points: pd.DataFrame
     validation: pd.DataFrame

@@ -331,7 +331,6 @@ def slo_contradictions(points: pd.DataFrame, intervals: PredictionIntervals, *,
     return pd.DataFrame(out, columns=columns)
 
 
-
 def unbounded_kv_predictions(calibrations: dict[str, Calibration],
                              measured: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The TTFT percentiles of :data:`CONTRADICTION_METRICS` every measured point would have
@@ -343,8 +342,8 @@ def unbounded_kv_predictions(calibrations: dict[str, Calibration],
         calibration = calibrations.get(label)
         if calibration is None:
             continue
+        config = calibration.replica.config
         for (_, point), workload in zip(points.iterrows(), _workloads(points), strict=True):
-            config = calibration.replica.config
             tokens = int(workload.prompt_tokens.sum() + workload.output_tokens.sum())
             blocks = tokens // config.block_size + len(workload.prompt_tokens) + 1
             replica = replace(calibration.replica, config=replace(config, num_kv_blocks=blocks))
@@ -355,6 +354,7 @@ def unbounded_kv_predictions(calibrations: dict[str, Calibration],
                              "metric": metric, "predicted": float(summary[metric])})
     return pd.DataFrame(rows, columns=["configuration", "request_rate_qps", "metric",
                                        "predicted"])
+
 
 def excluded_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Every measured point whose metrics are kept out of the fit, with the reason
