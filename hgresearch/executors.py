@@ -200,11 +200,23 @@ class Executor:
                 if on_result is not None:
                     on_result(results[-1])
         except BaseException:
-            for ref in refs:
-                with contextlib.suppress(Exception):
-                    ray.cancel(ref, force=True)
+            _cancel_unfinished(ray, refs)
             raise
         return results
+
+
+def _cancel_unfinished(ray: Any, refs: list[Any]) -> None:
+    """After an error or a Ctrl-C in a Ray map: cancel the tasks that have not finished, and
+    only those, without ``force``. A forced cancel kills the task's worker, and one that meets
+    Ray's handling of a reply still in flight can end the driver on a failed internal check
+    (ray-project/ray#54527; on CI the driver exited with status 1 in the next Ray test after a
+    map whose item failed). A task already finished needs no cancel; a running one is stopped
+    by a KeyboardInterrupt in its worker, which lives on."""
+    with contextlib.suppress(Exception):
+        _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in unfinished:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=False)
 
 
 def _stop_now(pool: Any) -> None:

@@ -35,17 +35,27 @@ RAY_LOGS = ("raylet.err", "raylet.out", "gcs_server.err", "gcs_server.out")
 CHILD_TIMEOUT_S = 1800
 
 
+#: What a Ray process that ended itself writes before its stack trace.
+FATAL_MARKERS = ("Check failed", "FATAL", "*** SIG", "Aborted", "Traceback")
+
+
 def ray_log_tails(lines: int = 15) -> str:
-    """The last ``lines`` of each of :data:`RAY_LOGS` and of the driver's core-worker log of
-    the newest Ray session on this machine: what a dead raylet or GCS said last."""
+    """The last ``lines`` of each of :data:`RAY_LOGS`, of the driver's core-worker log and of
+    each worker's stderr in the newest Ray session on this machine, each preceded by its lines
+    with a :data:`FATAL_MARKERS` (a failed check's message comes before a stack trace longer
+    than the tail): what a dead raylet, GCS, driver or worker said last."""
     logs = Path(os.environ.get("RAY_TMPDIR", tempfile.gettempdir())) / "ray" / \
         "session_latest" / "logs"
-    files = [logs / name for name in RAY_LOGS] + sorted(logs.glob("python-core-driver-*.log"))
+    files = [logs / name for name in RAY_LOGS] + sorted(logs.glob("python-core-driver-*.log")) \
+        + sorted(logs.glob("worker-*.err"))
     parts = []
     for path in files:
         if path.is_file():
-            tail = path.read_text(errors="replace").splitlines()[-lines:]
-            parts.append(f"--- {path}\n" + "\n".join(tail))
+            text = path.read_text(errors="replace").splitlines()
+            fatal = [line for line in text if any(marker in line for marker in FATAL_MARKERS)]
+            if text:
+                parts.append(f"--- {path}\n" + "\n".join(fatal[-5:] + ["[...]"] * bool(fatal)
+                                                         + text[-lines:]))
     return "\n".join(parts) or f"(no Ray logs under {logs})"
 
 
