@@ -1,6 +1,7 @@
 """Roofline bounds: the physical limits every measured run is judged against.
 
-From the hardware catalog (memory bandwidth, dense FP16 tensor TFLOPS) and the model
+From the hardware catalog (memory bandwidth, dense tensor TFLOPS: FP8 for FP8 weights on a GPU
+with FP8 tensor cores, else FP16) and the model
 architecture catalog (parameters, layers, KV heads, head dim, vocabulary, bytes per weight):
 
 * **decode step** at batch B on n GPUs (tensor parallel: every GPU reads its 1/n shard in
@@ -14,8 +15,10 @@ architecture catalog (parameters, layers, KV heads, head dim, vocabulary, bytes 
 
 Bytes and FLOPs are deliberately *lower* estimates so the bounds stay bounds: the input
 embedding table is not counted (only B rows of it are gathered per step; with tied embeddings
-it is the LM head and is counted), activations and all-reduce traffic are ignored, KV bytes
-assume a 16-bit cache, and FP8 checkpoints count every weight at one byte.
+it is the LM head and is counted), activations and all-reduce traffic are ignored, KV bytes are
+those of vLLM's default cache dtype (16-bit for FP8 checkpoints), and FP8 checkpoints count every
+weight at one byte and multiply at the FP8 rate (W8A8; with the FP16 rate their compute bound
+would be twice the true one, not a bound).
 
 For a measured run the decode batch is not recorded, but Little's law gives its time average:
 ``B = output tokens/s × mean TPOT``. Achieved decode tokens/s divided by the bound at that B
@@ -33,13 +36,17 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hgresearch.data.catalogs import hardware_catalog, model_catalog
+from hgresearch.data.catalogs import (
+    dense_peak_tflops,
+    hardware_catalog,
+    kv_cache_dtype_bytes,
+    model_catalog,
+)
 from hgresearch.fits.common import ModelInputError, config_label, require_columns, warn
 
 ROOFLINE_COLUMNS = ["model", "gpu_name", "gpu_count", "output_throughput_tok_per_s",
                     "mean_tpot_ms", "mean_ttft_ms", "total_input_tok", "total_output_tok",
                     "completed"]
-KV_BYTES_PER_VALUE = 2  # fp16/bf16 KV cache (vLLM's default kv_cache_dtype="auto")
 GPU_MEMORY_UTILIZATION = 0.9  # vLLM default
 MAX_NUM_SEQS = 256  # vLLM default
 
@@ -65,17 +72,19 @@ def model_constants(model: str, overrides: dict[str, float] | None = None
     streamed = params if tied else params - embedding
     multiplied = params if tied else params - embedding  # the LM head multiplies either way
     return {
+        "weight_bytes_per_param": float(row.weight_bytes_per_param),
         "weight_bytes_streamed": streamed * float(row.weight_bytes_per_param),
         "weight_bytes_total": params * float(row.weight_bytes_per_param),
         "flops_per_token": 2.0 * multiplied,
         "kv_bytes_per_token": 2.0 * float(row.num_layers) * float(row.num_kv_heads)
-        * float(row.head_dim) * KV_BYTES_PER_VALUE,
+        * float(row.head_dim) * kv_cache_dtype_bytes(row.weight_bytes_per_param),
     }
 
 
-def gpu_constants(gpu_name: str, overrides: dict[str, float] | None = None
-                  ) -> dict[str, float]:
-    """Memory bandwidth (bytes/s), dense FP16 FLOP/s and memory (bytes) of one GPU
+def gpu_constants(gpu_name: str, overrides: dict[str, float] | None = None, *,
+                  weight_bytes_per_param: float = 2.0) -> dict[str, float]:
+    """Memory bandwidth (bytes/s), dense FLOP/s for weights of ``weight_bytes_per_param``
+    (:func:`~hgresearch.data.catalogs.dense_peak_tflops`) and memory (bytes) of one GPU
     (``overrides`` replaces catalog columns, e.g. ``{"fp16_dense_tflops": 165}``)."""
     catalog = hardware_catalog()
     rows = catalog[catalog.gpu_name == gpu_name]
@@ -86,7 +95,7 @@ def gpu_constants(gpu_name: str, overrides: dict[str, float] | None = None
     for column, value in (overrides or {}).items():
         row[column] = value
     return {"bandwidth_b_per_s": float(row.memory_bandwidth_gb_per_s) * 1e9,
-            "flop_per_s": float(row.fp16_dense_tflops) * 1e12,
+            "flop_per_s": dense_peak_tflops(row, weight_bytes_per_param) * 1e12,
             "memory_b": float(row.memory_gb) * 1e9}
 
 
@@ -124,7 +133,8 @@ def roofline_table(runs: pd.DataFrame,
     for run in runs.itertuples(index=False):
         try:
             model = model_constants(run.model, (model_overrides or {}).get(run.model))
-            gpu = gpu_constants(run.gpu_name, (gpu_overrides or {}).get(run.gpu_name))
+            gpu = gpu_constants(run.gpu_name, (gpu_overrides or {}).get(run.gpu_name),
+                                weight_bytes_per_param=model["weight_bytes_per_param"])
         except ModelInputError as err:
             skipped.add(str(err))
             continue

@@ -37,6 +37,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from hgresearch.data.catalogs import kv_cache_dtype_bytes
 from hgresearch.data.files import YamlDocument, read_yaml
 from hgresearch.errors import InputError
 from hgresearch.identity import config_label, hardware_label
@@ -82,9 +83,10 @@ class Architecture:
 
     @property
     def kv_bytes_per_token(self) -> float:
-        """``2 × layers × kv_heads × head_dim × bytes`` (K and V of every layer)."""
+        """``2 × layers × kv_heads × head_dim × bytes`` (K and V of every layer), bytes as
+        vLLM's default KV dtype (:func:`~hgresearch.data.catalogs.kv_cache_dtype_bytes`)."""
         return (2.0 * self.num_layers * self.num_kv_heads * self.head_dim
-                * self.weight_bytes_per_param)
+                * kv_cache_dtype_bytes(self.weight_bytes_per_param))
 
     @property
     def weights_bytes(self) -> float:

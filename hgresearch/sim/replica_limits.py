@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hgresearch.data.catalogs import hardware_catalog, model_row, normalize_gpu_name
+from hgresearch.data.catalogs import (
+    dense_peak_tflops,
+    hardware_catalog,
+    kv_cache_dtype_bytes,
+    model_row,
+    normalize_gpu_name,
+)
 from hgresearch.errors import InputError
 from hgresearch.sim.entities import ReplicaConfig
 from hgresearch.sim.step_time import RooflineFloor
@@ -31,37 +37,20 @@ def _gpu_row(gpu: str) -> Any:
     return table[table.gpu_name == normalize_gpu_name(gpu, field="gpu")].iloc[0]
 
 
-#: Bytes of a 16-bit activation: the KV cache and GEMM inputs of a model with quantized weights
-#: unless the model says otherwise (vLLM's ``kv_cache_dtype="auto"`` is the model's dtype).
-ACTIVATION_DTYPE_BYTES = 2.0
-#: Bytes per parameter of FP8 weights: an FP8 checkpoint (``...-FP8-dynamic``: weights and
-#: activations in FP8) runs its GEMMs on FP8 tensor cores where the GPU has them.
-FP8_WEIGHT_BYTES = 1.0
-
-
 def kv_bytes_per_token(model: str, kv_dtype_bytes: float | None = None) -> float:
-    """Bytes of KV cache one token takes: ``2 × layers × kv_heads × head_dim × dtype bytes``.
-
-    dtype: ``kv_dtype_bytes`` when given, else vLLM's default (``kv_cache_dtype="auto"``): the
-    model's activation dtype — the weights' bytes per parameter, but 16-bit for quantized
-    (FP8, INT8, INT4) weights, whose checkpoints keep a 16-bit model dtype."""
+    """Bytes of KV cache one token takes: ``2 × layers × kv_heads × head_dim × dtype bytes``;
+    dtype: ``kv_dtype_bytes`` when given, else vLLM's default (:func:`kv_cache_dtype_bytes`)."""
     row = model_row(model)
-    dtype = (max(float(row.weight_bytes_per_param), ACTIVATION_DTYPE_BYTES)
-             if kv_dtype_bytes is None else kv_dtype_bytes)
+    dtype = (kv_cache_dtype_bytes(row.weight_bytes_per_param) if kv_dtype_bytes is None
+             else kv_dtype_bytes)
     return 2.0 * float(row.num_layers) * float(row.num_kv_heads) * float(row.head_dim) * dtype
 
 
 def peak_dense_flops_per_s(model: str, gpu: str) -> float:
-    """Dense peak FLOP/s of one ``gpu`` for ``model``'s matrix products: FP8 tensor cores for
-    FP8 weights on a GPU that has them (``fp8_dense_tflops`` in ``hardware.csv``: Hopper, Ada),
-    else FP16 (NaN when the catalog has neither). vLLM's FP8 checkpoints quantize the
-    activations too (W8A8), so their GEMMs run at the FP8 rate, twice the FP16 one; on a GPU
-    without FP8 (Ampere) the weights are dequantized and the GEMMs run at the FP16 rate."""
-    row = _gpu_row(gpu)
-    fp8 = float(row.get("fp8_dense_tflops", float("nan")))
-    if float(model_row(model).weight_bytes_per_param) == FP8_WEIGHT_BYTES and fp8 > 0:
-        return fp8 * 1e12
-    return float(row.fp16_dense_tflops) * 1e12
+    """Dense peak FLOP/s of one ``gpu`` for ``model``'s matrix products
+    (:func:`~hgresearch.data.catalogs.dense_peak_tflops`: FP8 tensor cores for FP8 weights on
+    a GPU that has them, else FP16)."""
+    return dense_peak_tflops(_gpu_row(gpu), model_row(model).weight_bytes_per_param) * 1e12
 
 
 def weights_bytes(model: str) -> float:

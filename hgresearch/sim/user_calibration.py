@@ -279,15 +279,16 @@ def point_workload(run: pd.Series, requests: pd.DataFrame | None) -> Workload:
 def catalog_floor(architecture: Architecture, gpu_name: str, gpu_count: int
                   ) -> RooflineFloor | None:
     """The roofline floor where ``hardware.csv`` gives the GPU's bandwidth and FLOPS (tensor
-    parallel: they add up), else None (a CPU, a GPU outside the catalogs)."""
-    from hgresearch.data.catalogs import hardware_catalog, normalize_gpu_name
+    parallel: they add up; FP8 weights at the FP8 rate where the GPU has one), else None (a
+    CPU, a GPU outside the catalogs)."""
+    from hgresearch.data.catalogs import dense_peak_tflops, hardware_catalog, normalize_gpu_name
 
     if not gpu_in_catalog(gpu_name):
         return None
     table = hardware_catalog()
     row = table[table.gpu_name == normalize_gpu_name(gpu_name)].iloc[0]
     bandwidth = float(row.memory_bandwidth_gb_per_s) * 1e9 * gpu_count
-    flops = float(row.fp16_dense_tflops) * 1e12 * gpu_count
+    flops = dense_peak_tflops(row, architecture.weight_bytes_per_param) * 1e12 * gpu_count
     if not (math.isfinite(bandwidth) and bandwidth > 0 and math.isfinite(flops) and flops > 0):
         return None
     return RooflineFloor(weights_bytes=architecture.weights_bytes,

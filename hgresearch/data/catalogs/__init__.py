@@ -143,6 +143,35 @@ def hardware_catalog() -> pd.DataFrame:
     )
 
 
+#: Bytes of a 16-bit activation: the KV cache and GEMM inputs of a model with quantized weights
+#: unless the model says otherwise (vLLM's ``kv_cache_dtype="auto"`` is the model's dtype).
+ACTIVATION_DTYPE_BYTES = 2.0
+#: Bytes per parameter of FP8 weights: an FP8 checkpoint (``...-FP8-dynamic``: weights and
+#: activations in FP8) runs its GEMMs on FP8 tensor cores where the GPU has them.
+FP8_WEIGHT_BYTES = 1.0
+
+
+def kv_cache_dtype_bytes(weight_bytes_per_param: float) -> float:
+    """Bytes of one KV-cache value under vLLM's default ``kv_cache_dtype="auto"``: the model's
+    dtype — the weights' bytes per parameter, but 16-bit for quantized (FP8, INT8, INT4)
+    weights, whose checkpoints keep a 16-bit model dtype. The one definition the simulator,
+    the roofline bounds and user calibrations use."""
+    return max(float(weight_bytes_per_param), ACTIVATION_DTYPE_BYTES)
+
+
+def dense_peak_tflops(gpu_row: pd.Series, weight_bytes_per_param: float) -> float:
+    """Dense peak TFLOPS of one GPU (a :func:`hardware_catalog` row) for the matrix products of
+    a model with ``weight_bytes_per_param``: the FP8 tensor-core rate for FP8 weights on a GPU
+    that has one (``fp8_dense_tflops``: Hopper, Ada; vLLM's FP8 checkpoints quantize the
+    activations too, W8A8), else the FP16 rate (on Ampere FP8 weights are dequantized; NaN
+    when the catalog has neither). The one definition the simulator, the roofline bounds and
+    user calibrations use."""
+    fp8 = float(gpu_row.get("fp8_dense_tflops", math.nan))
+    if float(weight_bytes_per_param) == FP8_WEIGHT_BYTES and fp8 > 0:
+        return fp8
+    return float(gpu_row.fp16_dense_tflops)
+
+
 @functools.cache
 def price_catalog() -> pd.DataFrame:
     """GPU rental prices per GPU-hour by ``scenario`` (``alternative``, ``hyperscaler``).
