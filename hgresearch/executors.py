@@ -205,18 +205,31 @@ class Executor:
         return results
 
 
+#: Seconds the unfinished tasks of a Ray map get to stop on a gentle cancel before their
+#: workers are killed.
+CANCEL_GRACE_S = 5.0
+
+
 def _cancel_unfinished(ray: Any, refs: list[Any]) -> None:
     """After an error or a Ctrl-C in a Ray map: cancel the tasks that have not finished, and
-    only those, without ``force``. A forced cancel kills the task's worker, and one that meets
-    Ray's handling of a reply still in flight can end the driver on a failed internal check
+    only those; gently first (``KeyboardInterrupt`` in the task at its next Python step, the
+    worker lives on), then, for those still running after :data:`CANCEL_GRACE_S`, by killing
+    their workers (a gentle cancel that lands while a task is starting is lost: the task ran
+    on to its end on CI). A finished task is never cancelled: a forced cancel that meets Ray's
+    handling of a reply still in flight can end the driver on a failed internal check
     (ray-project/ray#54527; on CI the driver exited with status 1 in the next Ray test after a
-    map whose item failed). A task already finished needs no cancel; a running one is stopped
-    by a KeyboardInterrupt in its worker, which lives on."""
+    map whose item had failed, when every task of that map was cancelled with ``force``)."""
     with contextlib.suppress(Exception):
         _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in unfinished:
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=False)
+        if unfinished:
+            _, running = ray.wait(unfinished, num_returns=len(unfinished),
+                                  timeout=CANCEL_GRACE_S)
+            for ref in running:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
 
 
 def _stop_now(pool: Any) -> None:
