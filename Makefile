@@ -9,10 +9,12 @@ STAMP := $(VENV)/.installed
 # setup.py compiles these simulator modules (hgresearch/sim/compiled.py): an edit rebuilds them
 COMPILED_SOURCES := $(addprefix hgresearch/sim/,entities.py step_time.py events.py scheduler.py simulator.py compiled.py)
 
-$(STAMP): pyproject.toml setup.py $(COMPILED_SOURCES)
+# constraints.txt: the versions paper/ was made with (PIP_CONSTRAINT also pins the build
+# isolation's setuptools and mypyc)
+$(STAMP): pyproject.toml setup.py constraints.txt $(COMPILED_SOURCES)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(BIN)/python -m pip install -q --upgrade pip
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(BIN)/python -m pip install -q -e '.[dev]'
 	$(BIN)/python scripts/install_kernel.py --display-name "hgresearch ($(VENV))"
 	@touch $(STAMP)
 
