@@ -37,6 +37,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from hgresearch.data.catalogs import (
+    ACTIVATION_DTYPE_BYTES,
     dense_peak_tflops,
     hardware_catalog,
     kv_cache_dtype_bytes,
@@ -82,7 +83,7 @@ def model_constants(model: str, overrides: dict[str, float] | None = None
 
 
 def gpu_constants(gpu_name: str, overrides: dict[str, float] | None = None, *,
-                  weight_bytes_per_param: float = 2.0) -> dict[str, float]:
+                  weight_bytes_per_param: float = ACTIVATION_DTYPE_BYTES) -> dict[str, float]:
     """Memory bandwidth (bytes/s), dense FLOP/s for weights of ``weight_bytes_per_param``
     (:func:`~hgresearch.data.catalogs.dense_peak_tflops`) and memory (bytes) of one GPU
     (``overrides`` replaces catalog columns, e.g. ``{"fp16_dense_tflops": 165}``)."""

@@ -103,17 +103,29 @@ def replica_config_from_catalogs(
 def roofline_floor_from_catalogs(
     model: str, gpu: str, *, num_gpus: int = 1, kv_dtype_bytes: float | None = None,
 ) -> RooflineFloor:
-    """The roofline floor of ``model`` on ``num_gpus`` × ``gpu`` (tensor parallel: bandwidth
-    and peak FLOPs add up; communication is ignored): catalog bandwidth (GB/s, decimal) and
-    dense peak FLOP/s (:func:`peak_dense_flops_per_s`), FLOPs per token = 2 × parameters."""
+    """The roofline floor of ``model`` on ``num_gpus`` × ``gpu`` (:func:`roofline_floor`, the
+    model's numbers from the architecture catalog)."""
+    row = model_row(model)
+    return roofline_floor(weights_bytes=weights_bytes(model),
+                          kv_bytes_per_token=kv_bytes_per_token(model, kv_dtype_bytes),
+                          params_b=float(row.params_b),
+                          weight_bytes_per_param=float(row.weight_bytes_per_param),
+                          gpu=gpu, num_gpus=num_gpus)
+
+
+def roofline_floor(*, weights_bytes: float, kv_bytes_per_token: float, params_b: float,
+                   weight_bytes_per_param: float, gpu: str, num_gpus: int) -> RooflineFloor:
+    """The roofline floor of a model with these numbers on ``num_gpus`` × ``gpu`` (tensor
+    parallel: bandwidth and peak FLOPs add up; communication is ignored): catalog bandwidth
+    (GB/s, decimal) and dense peak FLOP/s (:func:`~hgresearch.data.catalogs.dense_peak_tflops`),
+    FLOPs per token = 2 × parameters. Catalog models and a user's architecture share it."""
     gpu_row = _gpu_row(gpu)
-    params = float(model_row(model).params_b) * 1e9
     return RooflineFloor(
-        weights_bytes=weights_bytes(model),
-        kv_bytes_per_token=kv_bytes_per_token(model, kv_dtype_bytes),
+        weights_bytes=weights_bytes,
+        kv_bytes_per_token=kv_bytes_per_token,
         bandwidth_bytes_per_s=num_gpus * float(gpu_row.memory_bandwidth_gb_per_s) * 1e9,
-        flops_per_token=2.0 * params,
-        peak_flops_per_s=num_gpus * peak_dense_flops_per_s(model, gpu),
+        flops_per_token=2.0 * (params_b * 1e9),
+        peak_flops_per_s=num_gpus * (dense_peak_tflops(gpu_row, weight_bytes_per_param) * 1e12),
     )
 
 

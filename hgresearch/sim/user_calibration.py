@@ -76,6 +76,7 @@ from hgresearch.sim.replay import Workload
 from hgresearch.sim.replica_limits import (
     KvCache,
     num_kv_blocks_from_memory,
+    roofline_floor,
     server_kv_cache,
 )
 from hgresearch.sim.step_time import RooflineFloor
@@ -281,21 +282,17 @@ def catalog_floor(architecture: Architecture, gpu_name: str, gpu_count: int
     """The roofline floor where ``hardware.csv`` gives the GPU's bandwidth and FLOPS (tensor
     parallel: they add up; FP8 weights at the FP8 rate where the GPU has one), else None (a
     CPU, a GPU outside the catalogs)."""
-    from hgresearch.data.catalogs import dense_peak_tflops, hardware_catalog, normalize_gpu_name
-
     if not gpu_in_catalog(gpu_name):
         return None
-    table = hardware_catalog()
-    row = table[table.gpu_name == normalize_gpu_name(gpu_name)].iloc[0]
-    bandwidth = float(row.memory_bandwidth_gb_per_s) * 1e9 * gpu_count
-    flops = dense_peak_tflops(row, architecture.weight_bytes_per_param) * 1e12 * gpu_count
-    if not (math.isfinite(bandwidth) and bandwidth > 0 and math.isfinite(flops) and flops > 0):
+    floor = roofline_floor(weights_bytes=architecture.weights_bytes,
+                           kv_bytes_per_token=architecture.kv_bytes_per_token,
+                           params_b=architecture.params_b,
+                           weight_bytes_per_param=architecture.weight_bytes_per_param,
+                           gpu=gpu_name, num_gpus=gpu_count)
+    usable = [floor.bandwidth_bytes_per_s, floor.peak_flops_per_s]
+    if not all(math.isfinite(value) and value > 0 for value in usable):
         return None
-    return RooflineFloor(weights_bytes=architecture.weights_bytes,
-                         kv_bytes_per_token=architecture.kv_bytes_per_token,
-                         bandwidth_bytes_per_s=bandwidth,
-                         flops_per_token=2.0 * architecture.params_b * 1e9,
-                         peak_flops_per_s=flops)
+    return floor
 
 
 def kv_cache_for(runs: UserRuns, architecture: Architecture, hardware: Hardware, *,

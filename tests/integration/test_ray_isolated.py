@@ -54,8 +54,8 @@ def ray_log_tails(lines: int = 15) -> str:
             text = path.read_text(errors="replace").splitlines()
             fatal = [line for line in text if any(marker in line for marker in FATAL_MARKERS)]
             if text:
-                parts.append(f"--- {path}\n" + "\n".join(fatal[-5:] + ["[...]"] * bool(fatal)
-                                                         + text[-lines:]))
+                shown = [*fatal[-5:], "[...]", *text[-lines:]] if fatal else text[-lines:]
+                parts.append(f"--- {path}\n" + "\n".join(shown))
     return "\n".join(parts) or f"(no Ray logs under {logs})"
 
 
